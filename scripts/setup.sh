@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Set up what stagecraft needs on this host, and nothing that is already there.
+#
+# - Python dependencies (pyproject.toml, with the test extras) into the current Python.
+# - A Docker engine that answers. When none answers and we are root on Debian/Ubuntu,
+#   install docker.io (+ debootstrap for bootstrapped base images) and start dockerd.
+#   Anywhere else, say exactly what to do and exit 2.
+# - A BuildKit build path (buildx, or a classic client with DOCKER_BUILDKIT=1): checked
+#   by `python build.py doctor`.
+# Every step is a no-op where its result is already present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf 'setup: %s\n' "$*" >&2; }
+
+want_apt=()
+python3 -c 'import docker, jinja2, yaml, jsonschema, pytest, testinfra, pynvml' 2>/dev/null || {
+  log "installing Python dependencies (pip install -e '.[test]')"
+  python3 -m pip install -q -e '.[test]'
+}
+
+engine_answers() {
+  for c in /usr/bin/docker "$(command -v docker || true)"; do
+    [ -x "$c" ] && "$c" version --format '{{.Server.Version}}' >/dev/null 2>&1 && return 0
+  done
+  return 1
+}
+
+is_root_debian() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
+
+command -v debootstrap >/dev/null 2>&1 || want_apt+=(debootstrap)
+[ -x /usr/bin/dockerd ] || command -v dockerd >/dev/null 2>&1 || want_apt+=(docker.io)
+if [ "${STAGECRAFT_WITH_REGISTRY:-1}" = 1 ] && ! command -v docker-registry >/dev/null 2>&1; then
+  want_apt+=(docker-registry)
+fi
+
+if [ ${#want_apt[@]} -gt 0 ]; then
+  if is_root_debian; then
+    log "installing ${want_apt[*]} (apt-get)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${want_apt[@]}" >/dev/null
+  else
+    log "missing: ${want_apt[*]}. Install them with your package manager (Debian/Ubuntu: sudo apt-get install ${want_apt[*]}), then run this again."
+    engine_answers || exit 2
+  fi
+fi
+
+if ! engine_answers; then
+  if [ "$(id -u)" = 0 ] && command -v dockerd >/dev/null 2>&1; then
+    log "starting dockerd (log: /var/log/stagecraft-dockerd.log)"
+    # setsid: the daemon outlives this script, as a service would.
+    setsid dockerd >/var/log/stagecraft-dockerd.log 2>&1 < /dev/null &
+    for _ in $(seq 1 60); do engine_answers && break; sleep 1; done
+    engine_answers || { log "dockerd did not answer within 60 s; see /var/log/stagecraft-dockerd.log"; exit 2; }
+  else
+    log "no Docker engine answers. Start it (sudo systemctl start docker) or run this script as root, then run it again."
+    exit 2
+  fi
+fi
+log "ready: Docker engine $( (/usr/bin/docker version --format '{{.Server.Version}}' 2>/dev/null || docker version --format '{{.Server.Version}}') )"
