@@ -1,0 +1,37 @@
+"""Hardware probes: one module per device family, plus the pure kernel-set choice.
+
+Every probe reads the machine through one ``root`` path (default ``/``), runs within a
+time budget and never raises; see probes.types for the result shapes and states.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Mapping, Sequence
+
+from probes.types import FAMILIES, CpuProbe, DeviceProbe
+
+DEFAULT_BUDGET_S = 3.0
+
+
+def probe_family(family: str, root: str = "/", budget_s: float = DEFAULT_BUDGET_S,
+                 env: Mapping[str, str] | None = None) -> DeviceProbe | CpuProbe:
+    """Run one family's probe (``"nvidia"``, ``"xpu"``, ``"npu"``, ``"amd"``, ``"mlu"``,
+    ``"cpu"``); imports its module only now. Raises ValueError for an unknown family."""
+    if family not in FAMILIES:
+        raise ValueError(f"unknown device family {family!r}; expected one of {', '.join(FAMILIES)}")
+    mod = importlib.import_module(f"probes.{family}")
+    if family in ("cpu", "amd"):
+        return mod.probe(root, budget_s)  # type: ignore[no-any-return]
+    return mod.probe(root, budget_s, env)  # type: ignore[no-any-return]
+
+
+def probe_all(root: str = "/", budget_s: float = DEFAULT_BUDGET_S,
+              families: Sequence[str] | None = None,
+              env: Mapping[str, str] | None = None) -> dict[str, DeviceProbe | CpuProbe]:
+    """Probe the given families (default: all) and return {family: result}, cpu included.
+    ``budget_s`` is each family's budget (seconds); only families with device nodes run
+    vendor tools or NVML, so the common path costs a few file reads."""
+    wanted = list(families) if families is not None else list(FAMILIES)
+    if "cpu" not in wanted:
+        wanted.append("cpu")
+    return {f: probe_family(f, root, budget_s, env) for f in wanted}

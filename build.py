@@ -1,0 +1,18 @@
+#!/usr/bin/env python3
+"""stagecraft: build, test and render the images declared in matrix.yaml.
+
+    python build.py --tag 2.6.2-cpu
+    python build.py --list
+    python build.py render 2.6.2-cpu
+
+See `python build.py --help` and README.md.
+"""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from stagecraft.cli import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main())

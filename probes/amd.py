@@ -1,0 +1,72 @@
+"""AMD GPU (ROCm) probe: /dev/kfd, /dev/dri/renderD*, and the KFD topology in sysfs.
+
+Facts (ROCm docs "KFD Topology", Linux drivers/gpu/drm/amd/amdkfd/kfd_topology.c): each
+node root/sys/class/kfd/kfd/topology/nodes/<N>/properties holds ``key value`` lines; GPU
+nodes have ``simd_count`` > 0 (CPU nodes 0) and ``gfx_target_version`` =
+major*10000 + minor*100 + stepping, so 90010 is gfx90a and 110000 gfx1100. ROCm
+containers need ``--device /dev/kfd --device /dev/dri`` and the video/render group.
+"""
+from __future__ import annotations
+
+from probes import _accel, _fs
+from probes.types import ABSENT, UNUSABLE, USABLE, Device, DeviceProbe
+
+TOPOLOGY = "/sys/class/kfd/kfd/topology/nodes"
+
+
+def gfx_name(target_version: int) -> str:
+    """KFD gfx_target_version (90010) -> ``"gfx90a"``."""
+    major, rest = divmod(target_version, 10000)
+    minor, step = divmod(rest, 100)
+    return f"gfx{major}{minor:x}{step:x}"
+
+
+def parse_properties(text: str) -> dict[str, int]:
+    out = {}
+    for line in text.splitlines():
+        k, _, v = line.strip().partition(" ")
+        try:
+            out[k] = int(v.strip())
+        except ValueError:
+            continue
+    return out
+
+
+def probe(root: str = "/", budget_s: float = 1.0) -> DeviceProbe:
+    """Probe AMD GPUs; never raises. absent: no /dev/kfd and no GPU in the topology;
+    unusable: /dev/kfd or render nodes missing, or no permission; usable otherwise."""
+    return _accel.timed("amd", lambda: _probe(root))
+
+
+def _probe(root: str) -> DeviceProbe:
+    gpus = []
+    for node in _fs.listdir(root, TOPOLOGY):
+        props = parse_properties(_fs.read(root, f"{TOPOLOGY}/{node}/properties") or "")
+        if props.get("simd_count", 0) <= 0:
+            continue
+        name = (_fs.read(root, f"{TOPOLOGY}/{node}/name") or "").strip()
+        gfx = gfx_name(props["gfx_target_version"]) if props.get("gfx_target_version") else name
+        mem = parse_properties(_fs.read(root, f"{TOPOLOGY}/{node}/mem_banks/0/properties") or "")
+        gpus.append(Device(index=int(node) if node.isdigit() else len(gpus), name=name or gfx,
+                           arch=gfx, memory_bytes=mem.get("size_in_bytes"),
+                           node=f"/dev/dri/renderD{props['drm_render_minor']}"
+                           if "drm_render_minor" in props else ""))
+    kfd = _fs.exists(root, "/dev/kfd")
+    renders = _fs.numbered(root, "/dev/dri", "renderD")
+    if not kfd and not gpus:
+        return DeviceProbe("amd", ABSENT, "no AMD GPU visible (no /dev/kfd, no GPU in KFD topology)")
+    if not kfd:
+        return DeviceProbe("amd", UNUSABLE, "the amdgpu driver is loaded but /dev/kfd is missing "
+                           "(pass --device /dev/kfd --device /dev/dri)", devices=tuple(gpus))
+    if not gpus:
+        return DeviceProbe("amd", UNUSABLE, "/dev/kfd present but no GPU node in the KFD topology "
+                           "(driver not loaded, or /sys not visible)")
+    if not renders:
+        return DeviceProbe("amd", UNUSABLE, "/dev/kfd present but no /dev/dri/renderD* (pass --device /dev/dri)",
+                           devices=tuple(gpus))
+    no = _accel.denied(root, ["/dev/kfd"] + [p for _, p in renders])
+    if no:
+        return DeviceProbe("amd", UNUSABLE, "no permission on " + ", ".join(no)
+                           + " (add --group-add video / render)", devices=tuple(gpus))
+    version = (_fs.read(root, "/sys/module/amdgpu/version") or "").strip()
+    return DeviceProbe("amd", USABLE, devices=tuple(gpus), driver_version=version)

@@ -1,0 +1,94 @@
+"""CPU probe: vendor, model, flags, x86-64 level, online CPUs, cgroup limits.
+
+Reads root/proc/cpuinfo, root/sys/devices/system/cpu/online and the cgroup files (see
+probes.cgroup). When root is ``/`` the scheduler affinity (sched_getaffinity) is taken
+into account too. Never raises: an unreadable /proc/cpuinfo gives state ``unusable`` with
+empty flags (the selection then only accepts kernel sets with no CPU requirements).
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+
+from probes import _fs, cpuflags
+from probes.cgroup import read_limits
+from probes.types import UNUSABLE, USABLE, CpuProbe
+
+
+def parse_cpuinfo(text: str) -> dict[str, object]:
+    """/proc/cpuinfo text -> {vendor, model, arch, flags (frozenset), processors (int)}."""
+    first: dict[str, str] = {}
+    processors = 0
+    for line in text.splitlines():
+        key, sep, val = line.partition(":")
+        if not sep:
+            continue
+        key, val = key.strip(), val.strip()
+        if key == "processor":
+            processors += 1
+        first.setdefault(key, val)
+    if "flags" in first:
+        arch = "x86_64" if "lm" in first["flags"].split() else "x86"
+        flags = frozenset(first["flags"].lower().split())
+        vendor = first.get("vendor_id", "")
+        model = first.get("model name", "")
+    elif "Features" in first:
+        arch = "aarch64" if first.get("CPU architecture", "8") >= "8" else "arm"
+        flags = frozenset(first["Features"].lower().split())
+        impl = first.get("CPU implementer", "")
+        vendor = {"0x41": "ARM", "0x61": "Apple", "0xc0": "Ampere", "0x48": "HiSilicon",
+                  "0x4e": "NVIDIA", "0x51": "Qualcomm"}.get(impl.lower(), impl)
+        model = first.get("model name", "") or f"part {first.get('CPU part', '?')}"
+    else:
+        arch, flags, vendor, model = "", frozenset(), "", ""
+    return {"vendor": vendor, "model": model, "arch": arch, "flags": flags,
+            "processors": processors}
+
+
+def probe(root: str = "/", budget_s: float = 1.0) -> CpuProbe:
+    """Probe the CPU; see the module docstring. ``budget_s`` is unused (file reads only)."""
+    t0 = time.monotonic()
+    try:
+        r = _probe(root)
+    except Exception as exc:  # noqa: BLE001 - a probe never raises
+        r = CpuProbe(state=UNUSABLE, reason=f"probe failed: {type(exc).__name__}: {exc}",
+                     online=os.cpu_count() or 1, effective_cpus=os.cpu_count() or 1)
+    import dataclasses
+
+    return dataclasses.replace(r, elapsed_ms=round((time.monotonic() - t0) * 1000, 2))
+
+
+def _probe(root: str) -> CpuProbe:
+    notes: list[str] = []
+    text = _fs.read(root, "/proc/cpuinfo")
+    info = parse_cpuinfo(text or "")
+    state, reason = USABLE, ""
+    if text is None:
+        state, reason = UNUSABLE, "/proc/cpuinfo unreadable: CPU flags unknown"
+    arch = str(info["arch"]) or (os.uname().machine if root in ("", "/") else "")
+    flags = info["flags"]
+    assert isinstance(flags, frozenset)
+    level = cpuflags.isa_level(flags) if arch == "x86_64" else None
+
+    online_txt = _fs.read(root, "/sys/devices/system/cpu/online")
+    online_list = _fs.parse_range_list(online_txt) if online_txt else []
+    online = len(online_list) or int(info["processors"]) or (os.cpu_count() or 1)  # type: ignore[call-overload]
+
+    lim = read_limits(root)
+    cpuset = len(lim.cpuset) if lim.cpuset else None
+    if root in ("", "/") and hasattr(os, "sched_getaffinity"):
+        aff = len(os.sched_getaffinity(0))
+        if cpuset is None or aff < cpuset:
+            cpuset = aff if aff < online else cpuset
+    candidates = [online]
+    if cpuset:
+        candidates.append(cpuset)
+    if lim.quota_cpus:
+        candidates.append(max(1, math.ceil(lim.quota_cpus - 1e-9)))
+    effective = max(1, min(candidates))
+    return CpuProbe(state=state, reason=reason, vendor=str(info["vendor"]), model=str(info["model"]),
+                    arch=arch, flags=flags, isa_level=level, online=online, cpuset=cpuset,
+                    quota_cpus=round(lim.quota_cpus, 3) if lim.quota_cpus else None,
+                    memory_limit_bytes=lim.memory_bytes, effective_cpus=effective,
+                    cgroup_version=lim.version, notes=tuple(notes))

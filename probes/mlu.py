@@ -1,0 +1,63 @@
+"""Cambricon MLU probe: /dev/cambricon_dev<N>, /dev/cambricon_ctl, then ``cnmon``.
+
+``cnmon`` (CNMON v4/v5) prints a table whose first row per card reads
+``| 0     /   MLU370-X8    v1.1.6 | ...`` and whose header carries ``Driver v5.10.13``
+or a ``Driver`` column (PaddlePaddle's MLU install guide shows both layouts).
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+from typing import Mapping
+
+from probes import _accel, _fs
+from probes.types import ABSENT, UNUSABLE, USABLE, Device, DeviceProbe
+
+_CARD = re.compile(r"^\|\s*(\d+)\s+(\S+)\s+(MLU\S*)\s+(v\S+)\s*\|(.*)$")
+
+
+def parse_cnmon(text: str) -> tuple[list[Device], str]:
+    """cnmon table -> (Devices, driver version)."""
+    devs, driver = [], ""
+    m = re.search(r"Driver\s+v(\d[\w.]*)", text)
+    if m:
+        driver = m.group(1)
+    for line in text.splitlines():
+        c = _CARD.match(line.strip())
+        if c:
+            devs.append(Device(index=int(c.group(1)), name=c.group(3), arch=c.group(3),
+                               node=f"/dev/cambricon_dev{int(c.group(1))}"))
+            if not driver:
+                d = re.search(r"\bv(\d+\.\d+[\w.]*)", c.group(5))
+                driver = d.group(1) if d else ""
+    return devs, driver
+
+
+def probe(root: str = "/", budget_s: float = 2.0, env: Mapping[str, str] | None = None) -> DeviceProbe:
+    """Probe Cambricon MLUs; never raises."""
+    env = os.environ if env is None else env
+    return _accel.timed("mlu", lambda: _probe(root, budget_s, env))
+
+
+def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
+    t0 = time.monotonic()
+    nodes = _fs.numbered(root, "/dev", "cambricon_dev")
+    if not nodes:
+        return DeviceProbe("mlu", ABSENT, "no Cambricon MLU visible (no /dev/cambricon_dev<N>)")
+    if not _fs.exists(root, "/dev/cambricon_ctl"):
+        return DeviceProbe("mlu", UNUSABLE, "/dev/cambricon_dev* present but /dev/cambricon_ctl missing")
+    no = _accel.denied(root, [p for _, p in nodes] + ["/dev/cambricon_ctl"])
+    if no:
+        return DeviceProbe("mlu", UNUSABLE, "no permission on " + ", ".join(no))
+    devs = [Device(index=i, node=p) for i, p in nodes]
+    tool = _fs.which(root, "cnmon", env.get("PATH"))
+    if tool is None:
+        return DeviceProbe("mlu", USABLE, devices=tuple(devs), notes=("cnmon not found; models unknown",))
+    rc, out = _fs.run_tool([tool], max(0.1, budget_s - (time.monotonic() - t0)))
+    if rc is None:
+        return DeviceProbe("mlu", UNUSABLE, f"timeout: cnmon {out}", devices=tuple(devs))
+    if rc != 0:
+        return DeviceProbe("mlu", UNUSABLE, f"cnmon failed (exit {rc})", devices=tuple(devs))
+    parsed, driver = parse_cnmon(out)
+    return DeviceProbe("mlu", USABLE, devices=tuple(parsed or devs), driver_version=driver)

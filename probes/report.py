@@ -1,0 +1,79 @@
+"""Reports: probe results as JSON-ready dicts, and the host side of ``build.py probe``.
+
+``host_report(root)`` probes every family and returns a dict;
+``best_tag(report, images)`` names the matrix tag whose kernel sets suit this host best.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from probes.types import CpuProbe, Device, DeviceProbe, to_jsonable
+
+REPORT_SCHEMA = 1
+
+
+def probes_to_dict(results: Mapping[str, Any]) -> dict[str, Any]:
+    """{family: probe result} -> {family: plain dict}."""
+    return {k: to_jsonable(v) for k, v in results.items()}  # type: ignore[misc]
+
+
+def probes_from_dict(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The inverse of probes_to_dict: plain dicts back into DeviceProbe / CpuProbe."""
+    out: dict[str, Any] = {}
+    for fam, d in data.items():
+        if fam == "cpu":
+            fields = {k: v for k, v in d.items() if k in CpuProbe.__dataclass_fields__}
+            fields["flags"] = frozenset(fields.get("flags", ()))
+            fields["notes"] = tuple(fields.get("notes", ()))
+            out[fam] = CpuProbe(**fields)
+        else:
+            fields = {k: v for k, v in d.items() if k in DeviceProbe.__dataclass_fields__}
+            devs = []
+            for dd in fields.get("devices", ()):
+                df = {k: v for k, v in dd.items() if k in Device.__dataclass_fields__}
+                df["mig_uuids"] = tuple(df.get("mig_uuids", ()))
+                devs.append(Device(**df))
+            fields["devices"] = tuple(devs)
+            fields["notes"] = tuple(fields.get("notes", ()))
+            out[fam] = DeviceProbe(**fields)
+    return out
+
+
+def host_report(root: str = "/", budget_s: float = 3.0) -> dict[str, Any]:
+    """Probe every device family under ``root``; {"schema": 1, "probes": {family: dict}}.
+    Never raises (each probe reports its own failure)."""
+    from probes import probe_all
+
+    return {"schema": REPORT_SCHEMA, "root": root, "probes": probes_to_dict(probe_all(root, budget_s))}
+
+
+def best_tag(report: Mapping[str, Any], images: Sequence[Mapping[str, Any]]) -> tuple[str | None, str]:
+    """The tag that suits this host best, and why.
+
+    images: [{"tag": str, "kernel_sets": [...]}] in matrix order. Ranking: an image that
+    can run at all; then one that runs on an accelerator over one on CPU; then one whose
+    first (wanted) device is the one chosen (no fallback); then fewer warnings (native
+    kernels over PTX JIT, full driver over minor-version compatibility); then matrix order.
+    Returns (None, reason) when no image can run here."""
+    from probes.select import choose
+
+    probes = probes_from_dict(report.get("probes", {}))
+    ranked = []
+    refusals = []
+    for pos, img in enumerate(images):
+        c = choose(probes, img.get("kernel_sets", []))
+        if c.refused:
+            refusals.append(f"{img.get('tag')}: {c.message}")
+            continue
+        key = (c.device == "cpu", c.fallback, len(c.warnings), pos)
+        ranked.append((key, img, c))
+    if not ranked:
+        return None, "no image in the matrix can run on this host: " + "; ".join(refusals)
+    ranked.sort(key=lambda r: r[0])
+    _, img, c = ranked[0]
+    why = f"kernel set {c.name} ({c.device})"
+    if c.fallback:
+        why += f"; {c.message}"
+    if c.warnings:
+        why += f"; warning: {c.warnings[0]}"
+    return str(img.get("tag")), why

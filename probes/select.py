@@ -1,0 +1,288 @@
+"""Choose a kernel set: a pure function of probe results, declared sets and overrides.
+
+``choose(probe_results, kernel_sets, overrides) -> Choice``: the first set, in declared
+order, whose requirements hold; every earlier set comes back with the reason it was
+passed over. Nothing here reads the machine.
+
+CUDA facts used (NVIDIA "CUDA Compatibility", https://docs.nvidia.com/deploy/cuda-compatibility/,
+and the CUDA Toolkit release notes' driver table):
+- A CUDA x.y runtime runs on drivers >= the toolkit's minimum (11.8: 520.61.05).
+- Minor-version compatibility: within a major release it also runs on older drivers
+  down to the major's floor (11.x: >= 450.80.02, 12.x: >= 525.60.13), *except* that PTX
+  JIT needs the newer driver: PTX built by a newer toolkit fails to load
+  (CUDA_ERROR_UNSUPPORTED_PTX_VERSION). So a GPU that needs PTX needs ``min_driver``.
+- SASS for ``X.y`` runs on any GPU of the same major X with minor >= y (binary
+  compatibility within a major); PTX for ``X.y`` is JIT-compiled for any GPU with
+  capability >= X.y (CUDA C Programming Guide, "Binary / PTX Compatibility").
+
+Exit codes carried by a refusal: EXIT_REFUSED (78, sysexits EX_CONFIG: this host cannot
+run any of the image's kernel sets, or strict mode and the wanted device is not usable),
+EXIT_USAGE (2: an override names an unknown kernel set or device).
+"""
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from probes import cpuflags
+from probes.types import FAMILIES, USABLE
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_REFUSED = 78
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """User overrides. device: only consider sets of this family first (STAGECRAFT_DEVICE);
+    kernel_set: choose this set if it can run (STAGECRAFT_KERNEL_SET); strict: refuse
+    (EXIT_REFUSED) instead of falling back when the wanted device is not usable."""
+
+    device: str | None = None
+    kernel_set: str | None = None
+    strict: bool = False
+
+
+@dataclass(frozen=True)
+class Passed:
+    """A kernel set that was not chosen, and why."""
+
+    name: str
+    device: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The outcome. ``name``/``device``/``kernel_set`` are empty/None when refused;
+    ``exit_code`` is 0 unless refused; ``fallback`` is True when the chosen device is not
+    the wanted one (STAGECRAFT_DEVICE, else the first declared set's device); ``env`` is
+    the chosen set's declared environment; ``warnings`` are things to tell the user."""
+
+    name: str
+    device: str
+    kernel_set: Mapping[str, Any] | None
+    passed_over: tuple[Passed, ...] = ()
+    warnings: tuple[str, ...] = ()
+    refused: bool = False
+    exit_code: int = EXIT_OK
+    message: str = ""
+    wanted_device: str = ""
+    fallback: bool = False
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    """``"520.61.05"`` -> (520, 61, 5); non-numeric parts stop the parse; () when none."""
+    out = []
+    for part in str(text).strip().lstrip("v").split("."):
+        digits = "".join(ch for ch in part if ch.isdigit())
+        if not digits or digits != part.strip():
+            if digits and part.strip().startswith(digits):
+                out.append(int(digits))
+            break
+        out.append(int(digits))
+    return tuple(out)
+
+
+def _cc(text: str) -> tuple[int, int]:
+    major, _, minor = str(text).partition(".")
+    return int(major), int(minor or 0)
+
+
+def gpu_kernel_path(cc: str, sass: Sequence[str], ptx: Sequence[str]) -> str | None:
+    """How a GPU of compute capability ``cc`` runs a set: ``"sass"`` (native), ``"ptx"``
+    (JIT) or None (no kernel for it)."""
+    dev = _cc(cc)
+    for s in sass:
+        m = _cc(s)
+        if m[0] == dev[0] and m[1] <= dev[1]:
+            return "sass"
+    if any(_cc(p) <= dev for p in ptx):
+        return "ptx"
+    return None
+
+
+def _dev_label(d: Any) -> str:
+    return f"GPU {d.index} ({d.name}, cc {d.arch})"
+
+
+def check_nvidia(req: Mapping[str, Any], p: Any) -> tuple[bool, str, list[str]]:
+    """(holds, reason when not, warnings) for an NVIDIA set against the nvidia probe."""
+    if p is None:
+        return False, "NVIDIA not probed", []
+    if p.state != USABLE:
+        return False, f"no usable NVIDIA GPU: {p.reason}", []
+    sass = [str(x) for x in req.get("sass", [])]
+    ptx = [str(x) for x in req.get("ptx", [])]
+    warnings: list[str] = []
+    paths = {d.index: gpu_kernel_path(d.arch, sass, ptx) if (sass or ptx) else "sass" for d in p.devices}
+    none = [d for d in p.devices if paths[d.index] is None]
+    if none:
+        built = f"SASS {', '.join(sass) or 'none'}; PTX {', '.join(ptx) or 'none'}"
+        return False, (f"{', '.join(_dev_label(d) for d in none)} has no kernels in this set ({built}); "
+                       "hide it with CUDA_VISIBLE_DEVICES to use the others"
+                       if len(none) < len(p.devices) else
+                       f"{', '.join(_dev_label(d) for d in none)} has no kernels in this set ({built})"), []
+    jit = [d for d in p.devices if paths[d.index] == "ptx"]
+    cuda = str(req.get("cuda", ""))
+    need = str(req.get("min_driver", ""))
+    compat = str(req.get("min_driver_compat", ""))
+    drv = parse_version(p.driver_version)
+    if need and drv and drv < parse_version(need):
+        cuda_s = f" needed by CUDA {cuda}" if cuda else ""
+        if compat and drv >= parse_version(compat) and not jit:
+            warnings.append(f"driver {p.driver_version} < {need}: CUDA {cuda or '?'} runs under "
+                            "minor-version compatibility (features that need a newer driver are unavailable)")
+        elif compat and drv >= parse_version(compat):
+            return False, (f"driver {p.driver_version} < {need}{cuda_s}: minor-version compatibility "
+                           f"(>= {compat}) does not cover PTX JIT, which "
+                           f"{', '.join(_dev_label(d) for d in jit)} needs; upgrade the driver to >= {need}"), []
+        else:
+            tail = f" (minor-version compatibility needs >= {compat} and a PTX-free path)" if compat else ""
+            return False, f"driver {p.driver_version} < {need}{cuda_s}{tail}", []
+    if cuda and p.api_version and parse_version(p.api_version)[:1] < parse_version(cuda)[:1]:
+        return False, f"the driver supports CUDA {p.api_version}, older than this set's CUDA {cuda}", []
+    for d in jit:
+        warnings.append(f"{_dev_label(d)} has no native kernels: PTX {', '.join(ptx)} is JIT-compiled "
+                        "at start-up (can take minutes; keep CUDA_CACHE_PATH on a volume)")
+    return True, "", warnings
+
+
+def check_cpu(req: Mapping[str, Any], cpu: Any) -> tuple[bool, str, list[str]]:
+    """(holds, reason, warnings) for a CPU set: ``arch``, ``isa_level``, ``cpu_flags``."""
+    if cpu is None:
+        return False, "CPU not probed", []
+    arch = req.get("arch")
+    if arch:
+        allowed = [arch] if isinstance(arch, str) else list(arch)
+        if cpu.arch not in allowed:
+            return False, f"CPU is {cpu.arch or 'unknown'}, this set needs {' or '.join(allowed)}", []
+    lvl_name = req.get("isa_level")
+    if lvl_name:
+        want = cpuflags.parse_level(str(lvl_name))
+        if want is None:
+            return False, f"unknown isa_level {lvl_name!r}", []
+        have = cpu.isa_level
+        if have is None:
+            return False, f"CPU is {cpu.arch or 'unknown'}, not x86-64; this set needs x86-64-v{want}", []
+        if have < want:
+            miss = cpuflags.missing_for_level(cpu.flags, want)
+            return False, (f"CPU {cpu.model or '?'} is x86-64-v{have}, this set needs x86-64-v{want} "
+                           f"(missing {', '.join(miss[:6])}{', ...' if len(miss) > 6 else ''})"), []
+    flags = [cpuflags.normalise(f) for f in req.get("cpu_flags", [])]
+    if flags:
+        if not cpu.flags:
+            return False, f"CPU flags unknown ({cpu.reason or 'empty /proc/cpuinfo'}); this set needs {', '.join(flags)}", []
+        miss = [f for f in flags if f not in cpu.flags]
+        if miss:
+            return False, f"CPU {cpu.model or '?'} lacks {', '.join(miss)}", []
+    return True, "", []
+
+
+def check_generic(req: Mapping[str, Any], p: Any, family: str) -> tuple[bool, str, list[str]]:
+    """(holds, reason, warnings) for xpu/npu/amd/mlu sets: ``arch`` (list of glob patterns
+    matched against each device's arch, e.g. ``["gfx90a", "gfx94*"]``) and ``min_driver``."""
+    if p is None:
+        return False, f"{family} not probed", []
+    if p.state != USABLE:
+        return False, f"no usable {family.upper()}: {p.reason}", []
+    archs = [str(a) for a in req.get("arch", [])]
+    if archs:
+        bad = [d for d in p.devices if d.arch and not any(fnmatch.fnmatch(d.arch, a) for a in archs)]
+        if bad and len(bad) == len(p.devices):
+            return False, (f"device arch {', '.join(sorted({d.arch for d in bad}))} not in this set's "
+                           f"{', '.join(archs)}"), []
+    need = req.get("min_driver")
+    if need and p.driver_version and parse_version(p.driver_version) < parse_version(str(need)):
+        return False, f"driver {p.driver_version} < {need} needed by this set", []
+    return True, "", []
+
+
+def check(kset: Mapping[str, Any], probes: Mapping[str, Any]) -> tuple[bool, str, list[str]]:
+    """Whether one kernel set holds on these probe results."""
+    dev = str(kset.get("device", ""))
+    req = kset.get("requires") or {}
+    if dev == "nvidia":
+        return check_nvidia(req, probes.get("nvidia"))
+    if dev == "cpu":
+        return check_cpu(req, probes.get("cpu"))
+    if dev in FAMILIES:
+        return check_generic(req, probes.get(dev), dev)
+    return False, f"unknown device {dev!r}", []
+
+
+def _refuse(code: int, message: str, passed: list[Passed], wanted: str) -> Choice:
+    return Choice(name="", device="", kernel_set=None, passed_over=tuple(passed), refused=True,
+                  exit_code=code, message=message, wanted_device=wanted)
+
+
+def choose(probe_results: Mapping[str, Any], kernel_sets: Sequence[Mapping[str, Any]],
+           overrides: Overrides | None = None) -> Choice:
+    """The first kernel set that holds, in declared order (see the module docstring).
+
+    probe_results: {family: DeviceProbe | CpuProbe}. kernel_sets: dicts as in
+    kernel_sets.schema.json. Never raises for well-formed input; a refusal is a Choice
+    with ``refused=True`` and an exit code."""
+    ov = overrides or Overrides()
+    sets = list(kernel_sets)
+    names = [str(s.get("name")) for s in sets]
+    wanted = ov.device or (str(sets[0].get("device")) if sets else "")
+    warnings: list[str] = []
+    passed: list[Passed] = []
+
+    if ov.device and ov.device not in FAMILIES:
+        return _refuse(EXIT_USAGE, f"STAGECRAFT_DEVICE={ov.device}: unknown device; use one of "
+                       f"{', '.join(FAMILIES)}", [], wanted)
+    if ov.device and not any(s.get("device") == ov.device for s in sets):
+        return _refuse(EXIT_USAGE, f"STAGECRAFT_DEVICE={ov.device}: this image has no kernel set for it "
+                       f"(it has: {', '.join(names) or 'none'})", [], wanted)
+    if ov.kernel_set:
+        if ov.kernel_set not in names:
+            return _refuse(EXIT_USAGE, f"STAGECRAFT_KERNEL_SET={ov.kernel_set}: no such kernel set "
+                           f"(this image has: {', '.join(names) or 'none'})", [], wanted)
+        forced = sets[names.index(ov.kernel_set)]
+        ok, why, warns = check(forced, probe_results)
+        if ok:
+            dev = str(forced.get("device"))
+            return Choice(name=ov.kernel_set, device=dev, kernel_set=forced, warnings=tuple(warns),
+                          message="forced by STAGECRAFT_KERNEL_SET", wanted_device=dev,
+                          env=dict(forced.get("env") or {}))
+        if ov.strict:
+            return _refuse(EXIT_REFUSED, f"strict: forced kernel set {ov.kernel_set} cannot run here: {why}",
+                           [Passed(ov.kernel_set, str(forced.get("device")), why)], wanted)
+        warnings.append(f"forced kernel set {ov.kernel_set} cannot run here ({why}); choosing as usual")
+        wanted = str(forced.get("device"))
+
+    order = sets
+    if ov.device:
+        order = [s for s in sets if s.get("device") == ov.device]
+        if not ov.strict:
+            order += [s for s in sets if s.get("device") != ov.device]
+    for s in order:
+        ok, why, warns = check(s, probe_results)
+        if not ok:
+            passed.append(Passed(str(s.get("name")), str(s.get("device")), why))
+            continue
+        dev = str(s.get("device"))
+        if ov.strict and dev != wanted:
+            first = next((p for p in passed if p.device == wanted), None)
+            why_w = first.reason if first else f"no {wanted} kernel set holds"
+            return _refuse(EXIT_REFUSED, f"strict: wanted device {wanted} is not usable: {why_w}",
+                           passed, wanted)
+        fallback = bool(wanted) and dev != wanted
+        msg = ""
+        if fallback:
+            first = next((p for p in passed if p.device == wanted), None)
+            msg = f"fallback: {first.reason}" if first else f"fallback from {wanted}"
+        return Choice(name=str(s.get("name")), device=dev, kernel_set=s, passed_over=tuple(passed),
+                      warnings=tuple(warnings + warns), message=msg, wanted_device=wanted,
+                      fallback=fallback, env=dict(s.get("env") or {}))
+    if not sets:
+        return _refuse(EXIT_REFUSED, "this image declares no kernel sets", passed, wanted)
+    if ov.strict and ov.device:
+        first = passed[0].reason if passed else "no kernel set"
+        return _refuse(EXIT_REFUSED, f"strict: wanted device {wanted} is not usable: {first}", passed, wanted)
+    detail = "; ".join(f"{p.name}: {p.reason}" for p in passed)
+    return _refuse(EXIT_REFUSED, f"no kernel set in this image can run on this host ({detail})", passed, wanted)

@@ -1,0 +1,108 @@
+"""Result types shared by every probe: frozen dataclasses, plain data, JSON-friendly.
+
+States (the same three for every family):
+- ``absent``: nothing of this family is visible to the process (no device nodes, no
+  driver interface, or hidden on purpose, e.g. ``CUDA_VISIBLE_DEVICES=""``).
+- ``unusable``: something is there but the process cannot use it; ``reason`` says why
+  (no permission, driver not loaded, busy, timeout, library missing, ...).
+- ``usable``: at least one device answers and may be used.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ABSENT = "absent"
+UNUSABLE = "unusable"
+USABLE = "usable"
+STATES = (ABSENT, UNUSABLE, USABLE)
+
+FAMILIES = ("nvidia", "xpu", "npu", "amd", "mlu", "cpu")
+
+
+@dataclass(frozen=True)
+class Device:
+    """One accelerator device as a probe saw it.
+
+    index: the family's own index (NVML index, /dev/xpuN number, KFD node id, ...).
+    arch: compute capability ``"9.0"`` (NVIDIA), gfx target ``"gfx90a"`` (AMD), chip name
+    (Ascend ``"910B"``, Kunlun ``"R200"``, Cambricon ``"MLU370-X8"``); ``""`` when unknown.
+    memory_bytes: total device memory in bytes, None when unknown.
+    mig: NVIDIA only: MIG mode current state (True/False), None when not supported.
+    mig_uuids: NVIDIA only: UUIDs of the MIG devices on this GPU (``MIG-...``).
+    """
+
+    index: int
+    name: str = ""
+    uuid: str = ""
+    arch: str = ""
+    memory_bytes: int | None = None
+    node: str = ""
+    mig: bool | None = None
+    mig_uuids: tuple[str, ...] = ()
+    health: str = ""
+
+
+@dataclass(frozen=True)
+class DeviceProbe:
+    """What one accelerator family's probe found.
+
+    family: one of FAMILIES minus ``cpu``. state: absent | unusable | usable.
+    reason: one line, empty when usable. devices: the devices this process may use
+    (after CUDA_VISIBLE_DEVICES and friends). driver_version: as the vendor prints it
+    (``"550.54.15"``). api_version: NVIDIA's CUDA driver API version (``"12.4"``).
+    notes: extra facts worth showing (warnings, what was hidden). elapsed_ms: probe time.
+    """
+
+    family: str
+    state: str
+    reason: str = ""
+    devices: tuple[Device, ...] = ()
+    driver_version: str = ""
+    api_version: str = ""
+    notes: tuple[str, ...] = ()
+    elapsed_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class CpuProbe:
+    """What the CPU probe found.
+
+    arch: ``"x86_64"`` or ``"aarch64"`` (from /proc/cpuinfo, else the running kernel).
+    flags: x86 ``flags`` or Arm ``Features`` from /proc/cpuinfo (lower case).
+    isa_level: x86-64 micro-architecture level 1..4 (psABI), 0 when below v1, None off x86.
+    online: CPUs the kernel has online. cpuset: CPUs in the process's cpuset (None: no
+    limit found). quota_cpus: cgroup CPU quota in CPUs (quota/period, e.g. 1.5), None when
+    unlimited. memory_limit_bytes: cgroup memory limit in bytes, None when unlimited.
+    effective_cpus: min(online, cpuset, ceil(quota)), at least 1: the size for thread pools.
+    cgroup_version: 1, 2 or None (not found).
+    """
+
+    state: str = USABLE
+    reason: str = ""
+    vendor: str = ""
+    model: str = ""
+    arch: str = ""
+    flags: frozenset[str] = field(default_factory=frozenset)
+    isa_level: int | None = None
+    online: int = 1
+    cpuset: int | None = None
+    quota_cpus: float | None = None
+    memory_limit_bytes: int | None = None
+    effective_cpus: int = 1
+    cgroup_version: int | None = None
+    notes: tuple[str, ...] = ()
+    elapsed_ms: float = 0.0
+    family: str = "cpu"
+
+
+def to_jsonable(obj: object) -> object:
+    """Turn probe results (dataclasses, tuples, frozensets) into JSON-ready data."""
+    if hasattr(obj, "__dataclass_fields__"):
+        return {k: to_jsonable(getattr(obj, k)) for k in obj.__dataclass_fields__}  # type: ignore[attr-defined]
+    if isinstance(obj, (frozenset, set)):
+        return sorted(obj)  # type: ignore[type-var]
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(x) for x in obj]
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    return obj

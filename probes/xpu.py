@@ -1,0 +1,76 @@
+"""Kunlunxin (Kunlun) XPU probe: device nodes, then ``xpu_smi -m`` when it is on PATH.
+
+Nodes: /dev/xpu<N> per device and /dev/xpuctrl (Kunlunxin's container docs pass both
+with --device). ``xpu_smi -m`` prints one whitespace-separated line per device; open
+parsers read field 1 as the device id, field 18 as total memory in MiB and the last
+fields, in parentheses, as the model name (swanlab's kunlunxin collector;
+Project-HAMi-style device plugins read ``fields[21]``). The layout is inferred from those
+parsers, so this probe treats every field except the id as optional.
+Driver version: ``xpu_smi -q`` ``Driver Version`` line is not read on the start path.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+from typing import Mapping
+
+from probes import _accel, _fs
+from probes.types import ABSENT, UNUSABLE, USABLE, Device, DeviceProbe
+
+TOOL_DIRS = ("/usr/local/xpu/bin", "/usr/local/xpu/tools")
+
+
+def parse_xpu_smi_m(text: str) -> list[Device]:
+    """``xpu_smi -m`` text -> Devices (index, name, memory_bytes where present)."""
+    devs = []
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) < 2 or not f[1].isdigit():
+            continue
+        name = ""
+        m = re.search(r"\(([^)]*)\)\s*$", line)
+        if m:
+            name = m.group(1).strip()
+        mem = None
+        if len(f) > 18 and f[18].isdigit():
+            mem = int(f[18]) * 1024 * 1024
+        devs.append(Device(index=int(f[1]), name=name, arch=name.split()[-1] if name else "",
+                           memory_bytes=mem, node=f"/dev/xpu{int(f[1])}"))
+    return devs
+
+
+def probe(root: str = "/", budget_s: float = 2.0, env: Mapping[str, str] | None = None) -> DeviceProbe:
+    """Probe Kunlun XPUs; never raises. absent: no /dev/xpu<N>; unusable: /dev/xpuctrl
+    missing, no permission, busy or xpu_smi failing; usable otherwise."""
+    env = os.environ if env is None else env
+    return _accel.timed("xpu", lambda: _probe(root, budget_s, env))
+
+
+def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
+    t0 = time.monotonic()
+    nodes = _fs.numbered(root, "/dev", "xpu")
+    if not nodes:
+        return DeviceProbe("xpu", ABSENT, "no Kunlun XPU visible (no /dev/xpu<N>)")
+    if not _fs.exists(root, "/dev/xpuctrl"):
+        return DeviceProbe("xpu", UNUSABLE, "/dev/xpu* present but /dev/xpuctrl missing (pass it with --device)")
+    no = _accel.denied(root, [p for _, p in nodes] + ["/dev/xpuctrl"])
+    if no:
+        return DeviceProbe("xpu", UNUSABLE, "no permission on " + ", ".join(no)
+                           + " (run with a group that may open them, or --privileged)")
+    devs = [Device(index=i, node=p) for i, p in nodes]
+    tool = _fs.which(root, "xpu_smi", env.get("PATH"), TOOL_DIRS)
+    if tool is None:
+        return DeviceProbe("xpu", USABLE, devices=tuple(devs), notes=("xpu_smi not found; models unknown",))
+    rc, out = _fs.run_tool([tool, "-m"], max(0.1, budget_s - (time.monotonic() - t0)))
+    if rc is None:
+        return DeviceProbe("xpu", UNUSABLE, f"timeout: xpu_smi -m {out}", devices=tuple(devs))
+    low = out.lower()
+    if "busy" in low or "in use" in low or "occupied" in low:
+        return DeviceProbe("xpu", UNUSABLE, "busy: xpu_smi says the devices are in use: "
+                           + out.strip().splitlines()[-1][:160], devices=tuple(devs))
+    if rc != 0:
+        last = out.strip().splitlines()[-1][:160] if out.strip() else ""
+        return DeviceProbe("xpu", UNUSABLE, f"xpu_smi -m failed (exit {rc}) {last}".strip(), devices=tuple(devs))
+    parsed = parse_xpu_smi_m(out)
+    return DeviceProbe("xpu", USABLE, devices=tuple(parsed or devs))

@@ -1,0 +1,126 @@
+"""Base images: pulled by digest, or bootstrapped locally with debootstrap.
+
+``base_image(component, source)`` is pure: it decides the reference and identity of the
+base a component asks for. ``ensure_base(engine, base)`` makes it exist in the engine,
+once per distinct input: a bootstrapped base is named by the hash of its inputs (suite,
+mirror, variant, extra packages, architecture), so it is made once and reused; a pulled
+base is pinned by digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from .errors import BuildError, InputError
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+BASE_REPOSITORY = "stagecraft-base"
+BOOTSTRAP_VERSION = "stagecraft-bootstrap-v1"
+_DEB_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64", "ppc64le": "ppc64el"}
+
+
+@dataclass(frozen=True)
+class BaseImage:
+    """The image the first stage builds ``FROM``: ``ref`` to use in FROM, ``identity``
+    (what the first stage's key hashes), ``source`` ("pull" or "bootstrap") and, for a
+    bootstrap, its debootstrap inputs."""
+
+    name: str
+    source: str
+    ref: str
+    identity: str
+    suite: str = ""
+    mirror: str = ""
+    variant: str = ""
+    include: tuple[str, ...] = ()
+    arch: str = ""
+
+
+def host_arch() -> str:
+    """Debian architecture name of this host (``amd64``, ``arm64``)."""
+    machine = platform.machine()
+    return _DEB_ARCH.get(machine, machine)
+
+
+def base_image(component: dict[str, Any], source: str | None = None) -> BaseImage:
+    """The base a ``components.base`` entry asks for; ``source`` overrides its own.
+
+    Raises ``InputError`` when the chosen source has no section in the entry.
+    """
+    src = source or component["source"]
+    name = component["name"]
+    if src not in component:
+        raise InputError.one(f"base {name}", f"no {src!r} section for this base",
+                             f"add components.base.{name}.{src} or choose another --base-source")
+    if src == "pull":
+        ref = component["pull"]["image"]
+        return BaseImage(name=name, source="pull", ref=ref, identity=ref)
+    b = component["bootstrap"]
+    arch = host_arch()
+    include = tuple(sorted(b.get("include", ())))
+    variant = b.get("variant", "minbase")
+    h = hashlib.sha256("\0".join([BOOTSTRAP_VERSION, b["suite"], b["mirror"], variant,
+                                  ",".join(include), arch]).encode()).hexdigest()
+    ref = f"{BASE_REPOSITORY}/{component['os']}:{b['suite']}-{arch}-{h[:16]}"
+    return BaseImage(name=name, source="bootstrap", ref=ref, identity=f"{ref}@{h}",
+                     suite=b["suite"], mirror=b["mirror"], variant=variant,
+                     include=include, arch=arch)
+
+
+def ensure_base(engine: "Engine", base: BaseImage, log: Callable[[str], None]) -> str:
+    """Make ``base`` exist in the engine; returns its image id. Reuses an existing one.
+
+    Raises ``BuildError`` when debootstrap or the pull fails, or ``InputError`` when
+    bootstrapping is impossible here (not root, no debootstrap).
+    """
+    found = engine.image_id(base.ref)
+    if found:
+        log(f"base {base.name}: {base.ref} (reused)")
+        return found
+    if base.source == "pull":
+        log(f"base {base.name}: pulling {base.ref}")
+        return engine.pull(base.ref)
+    return _bootstrap(engine, base, log)
+
+
+def _bootstrap(engine: "Engine", base: BaseImage, log: Callable[[str], None]) -> str:
+    if shutil.which("debootstrap") is None:
+        raise InputError.one(f"base {base.name}", "debootstrap is not installed",
+                             "run `make setup` (apt-get install debootstrap) or use --base-source pull")
+    if os.geteuid() != 0:
+        raise InputError.one(f"base {base.name}", "debootstrap needs root",
+                             "run as root, or use --base-source pull")
+    log(f"base {base.name}: debootstrap {base.variant} {base.suite} from {base.mirror}")
+    with tempfile.TemporaryDirectory(prefix="stagecraft-rootfs-") as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        cmd = ["debootstrap", f"--variant={base.variant}", f"--arch={base.arch}"]
+        if base.include:
+            cmd.append("--include=" + ",".join(base.include))
+        cmd += [base.suite, str(rootfs), base.mirror]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
+            raise BuildError(f"debootstrap {base.suite} failed: {' | '.join(tail)}")
+        # Leave no package caches or lists in the base layer.
+        for sub in ("var/cache/apt/archives", "var/lib/apt/lists"):
+            for p in (rootfs / sub).glob("*"):
+                if p.is_file():
+                    p.unlink()
+        tarball = Path(tmp) / "rootfs.tar"
+        subprocess.run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(tarball), "."],
+                       check=True)
+        repo, tag = base.ref.rsplit(":", 1)
+        image_id = engine.import_tarball(tarball, repo, tag,
+                                         changes=['CMD ["bash"]', "ENV LANG=C.UTF-8"])
+    log(f"base {base.name}: imported as {base.ref}")
+    return image_id

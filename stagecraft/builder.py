@@ -1,0 +1,194 @@
+"""Build a plan: bases first, then every stage once, in parallel where independent,
+then tags, only on images whose every stage built.
+
+A stage whose key is already in the engine is skipped without calling BuildKit. A failed
+stage stops its dependants, not unrelated images. Real tags and aliases are applied last,
+so a failure or Ctrl-C never leaves a tag on a half-built image, and the next run resumes
+from the stages that finished (their images are named by key).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .bases import ensure_base
+from .cabundle import SECRET_ID, CABundle
+from .engine import Engine
+from .errors import BuildError
+from .plan import Plan, StageNode
+
+PROXY_ARGS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "FTP_PROXY", "ALL_PROXY",
+              "http_proxy", "https_proxy", "no_proxy", "ftp_proxy", "all_proxy")
+
+
+@dataclass
+class StageResult:
+    """What happened to one stage: ``status`` is ``cached`` (key already built),
+    ``built``, ``failed`` or ``skipped`` (a stage below it failed); ``seconds`` of build."""
+
+    key: str
+    stage: str
+    status: str
+    image_id: str = ""
+    seconds: float = 0.0
+    log: str = ""
+    error: str = ""
+
+
+@dataclass
+class ImageResult:
+    """One image: ``status`` ``built`` (tagged) or ``failed`` (no tag moved); ``size``
+    in bytes (uncompressed, as the engine reports it); ``seconds`` from start of the run."""
+
+    tag: str
+    ref: str
+    aliases: list[str]
+    status: str
+    image_id: str = ""
+    size: int = 0
+    seconds: float = 0.0
+    built_stages: int = 0
+    cached_stages: int = 0
+    error: str = ""
+
+
+@dataclass
+class BuildReport:
+    """Every stage and image of a run, and its wall time in seconds."""
+
+    stages: dict[str, StageResult] = field(default_factory=dict)
+    images: list[ImageResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when every image was tagged."""
+        return all(i.status == "built" for i in self.images)
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """``repository`` for final tags; ``state_dir`` for logs and contexts; ``jobs``
+    stages at once; ``ca_bundle`` given to builds as a secret."""
+
+    repository: str
+    state_dir: Path
+    jobs: int = 1
+    ca_bundle: CABundle | None = None
+
+
+def _proxy_args() -> dict[str, str]:
+    # Docker's predefined proxy build arguments stay out of the image history.
+    return {k: os.environ[k] for k in PROXY_ARGS if os.environ.get(k)}
+
+
+def _stage_context(node: StageNode, root: Path, into: Path) -> Path:
+    into.mkdir(parents=True, exist_ok=True)
+    for f in node.files:
+        dst = into / f.path
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / f.path, dst)
+        os.chmod(dst, f.mode)
+    (into / "Dockerfile").write_text(node.dockerfile)
+    return into
+
+
+def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
+               say: Callable[[str], None]) -> BuildReport:
+    """Build every node of ``plan`` that is not built yet, then tag the images.
+
+    ``say`` receives progress lines (for stderr). Raises ``InputError``/``BuildError``
+    only for problems before any stage (bases); stage failures are in the report.
+    """
+    start = time.monotonic()
+    report = BuildReport()
+    for base in plan.bases:
+        ensure_base(engine, base, say)
+    logs = opts.state_dir / "logs"
+    secrets = {SECRET_ID: opts.ca_bundle.path} if opts.ca_bundle else {}
+    build_args = _proxy_args()
+    total = len(plan.nodes)
+    pending = dict(plan.nodes)
+    order = list(plan.nodes)
+
+    def run_node(node: StageNode) -> StageResult:
+        found = engine.image_id(node.image_ref)
+        if found:
+            return StageResult(node.key, node.stage, "cached", found)
+        t0 = time.monotonic()
+        log_path = logs / f"{node.stage}-{node.key[:12]}.log"
+        with tempfile.TemporaryDirectory(prefix="stagecraft-ctx-") as tmp:
+            ctx = _stage_context(node, root, Path(tmp) / "context")
+            short = node.key[:12]
+            image_id = engine.build(ctx / "Dockerfile", ctx, log_path, Path(tmp) / "iid",
+                                    secrets, on_step=lambda s: say(f"  {node.stage}@{short} {s[:110]}"),
+                                    build_args=build_args)
+        engine.tag(image_id, node.image_ref)
+        return StageResult(node.key, node.stage, "built", image_id,
+                           time.monotonic() - t0, str(log_path))
+
+    done = 0
+    with ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
+        running: dict[Future, StageNode] = {}
+        while pending or running:
+            for key in [k for k in order if k in pending]:
+                node = pending[key]
+                parent = report.stages.get(node.parent_key) if node.parent_key else None
+                if node.parent_key and parent is None:
+                    continue  # parent not finished yet
+                if parent is not None and parent.status in ("failed", "skipped"):
+                    report.stages[key] = StageResult(key, node.stage, "skipped",
+                                                     error=f"{parent.stage} failed")
+                    del pending[key]
+                    continue
+                if len(running) >= max(1, opts.jobs):
+                    break
+                say(f"[{done + len(running) + 1}/{total}] {node.stage}@{key[:12]} "
+                    f"for {', '.join(node.tags)}")
+                running[pool.submit(run_node, node)] = node
+                del pending[key]
+            if not running:
+                if pending:  # cannot happen with a plan in build order; never spin
+                    raise BuildError(f"stages wait on parents not in the plan: {list(pending)}")
+                continue
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                node = running.pop(fut)
+                done += 1
+                try:
+                    result = fut.result()
+                except BuildError as exc:
+                    result = StageResult(node.key, node.stage, "failed", error=str(exc),
+                                         log=str(logs / f"{node.stage}-{node.key[:12]}.log"))
+                    say(f"  {node.stage}@{node.key[:12]} FAILED: {exc}")
+                report.stages[node.key] = result
+                if result.status == "built":
+                    say(f"  {node.stage}@{node.key[:12]} built in {result.seconds:.1f} s")
+                elif result.status == "cached":
+                    say(f"  {node.stage}@{node.key[:12]} already built")
+    for img in plan.images:
+        results = [report.stages[k] for k in img.keys]
+        ref = f"{opts.repository}:{img.spec.tag}"
+        res = ImageResult(tag=img.spec.tag, ref=ref, aliases=list(img.spec.aliases),
+                          status="failed", seconds=time.monotonic() - start,
+                          built_stages=sum(r.status == "built" for r in results),
+                          cached_stages=sum(r.status == "cached" for r in results))
+        bad = next((r for r in results if r.status in ("failed", "skipped")), None)
+        if bad:
+            res.error = bad.error if bad.status == "failed" else f"stage {bad.stage}: {bad.error}"
+        else:
+            image_id = results[-1].image_id
+            for name in img.spec.names:
+                engine.tag(image_id, f"{opts.repository}:{name}")
+            res.status, res.image_id = "built", image_id
+            res.size = int(engine.inspect(image_id).get("Size", 0))
+        report.images.append(res)
+    report.seconds = time.monotonic() - start
+    return report

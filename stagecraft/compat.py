@@ -1,0 +1,106 @@
+"""Compatibility rules between the components of one image, applied at load time.
+
+The facts (minimum drivers, which CUDA majors a cuDNN/NCCL/TensorRT release exists for)
+are data in ``compatibility.yaml`` beside this module, with their sources. ``check``
+returns the broken rules of one combination as sentences that name the rule, so a bad
+matrix entry is refused before anything is built.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+if TYPE_CHECKING:
+    from .matrix import Matrix
+
+TABLE_PATH = Path(__file__).with_name("compatibility.yaml")
+
+
+@cache
+def table() -> dict[str, Any]:
+    """The compatibility table: ``cuda`` -> {min_driver, min_driver_compat},
+    ``cudnn``/``nccl``/``tensorrt`` major.minor -> list of CUDA majors."""
+    return yaml.safe_load(TABLE_PATH.read_text())
+
+
+def major_minor(version: str) -> str:
+    """``"8.6.0.163"`` -> ``"8.6"``; ``"11"`` -> ``"11"``."""
+    return ".".join(str(version).split(".")[:2])
+
+
+def cuda_facts(cuda: str) -> dict[str, str] | None:
+    """Driver facts for a CUDA release (``"11.8"``), or None when the table lacks it."""
+    return table()["cuda"].get(major_minor(cuda))
+
+
+def check(matrix: "Matrix", components: dict[str, dict[str, Any]]) -> list[str]:
+    """The rules one combination breaks, each a sentence starting with the rule's name.
+
+    ``components`` maps axis -> component entry (with ``name``). Rules:
+    device-needs-cuda, cpu-without-cuda, cuda-known, framework-cuda, framework-cudnn,
+    cudnn-cuda-major, nccl-cuda-major, tensorrt-cuda-major, wheel-cuda-major,
+    framework-python.
+    """
+    broken: list[str] = []
+    fw = components["framework"]
+    base = components["base"]
+    cuda = components.get("cuda")
+    accel = components.get("accel")
+    facts = table()
+
+    supported = fw.get("build", {}).get("python")
+    if supported and base["python"] not in supported:
+        broken.append(f"framework-python: {fw['name']} has builds for Python "
+                      f"{', '.join(supported)}, not {base['python']} (base {base['name']})")
+    if fw["device"] == "nvidia" and cuda is None:
+        broken.append(f"device-needs-cuda: {fw['name']} is an NVIDIA build but the image "
+                      "has no cuda component")
+    if fw["device"] != "nvidia" and (cuda or accel):
+        broken.append(f"cpu-without-cuda: {fw['name']} is a {fw['device']} build; CUDA "
+                      "components do not belong in its image")
+    if cuda is None:
+        return broken
+    cuda_v = str(cuda["cuda"])
+    cuda_major = cuda_v.split(".")[0]
+    if major_minor(cuda_v) not in facts["cuda"]:
+        broken.append(f"cuda-known: CUDA {cuda_v} is not in the compatibility table "
+                      f"(known: {', '.join(facts['cuda'])})")
+    req = fw.get("requires", {})
+    if "cuda" in req and major_minor(req["cuda"]) != major_minor(cuda_v):
+        broken.append(f"framework-cuda: {fw['name']} is built for CUDA {req['cuda']}; "
+                      f"component {cuda['name']} provides CUDA {cuda_v}")
+    if "cudnn" in req and "cudnn" in cuda:
+        want, have = major_minor(req["cudnn"]), major_minor(str(cuda["cudnn"]))
+        w_major, h_major = want.split(".")[0], have.split(".")[0]
+        if w_major != h_major or _vt(have) < _vt(want):
+            broken.append(f"framework-cudnn: {fw['name']} is built for cuDNN {req['cudnn']}; "
+                          f"component {cuda['name']} provides cuDNN {cuda['cudnn']} (the major "
+                          "must match and the minor be at least the build's)")
+    for lib, comp in (("cudnn", cuda), ("nccl", accel), ("tensorrt", accel)):
+        if comp is None or not comp.get(lib):
+            continue
+        mm = major_minor(str(comp[lib]))
+        majors = facts[lib].get(mm)
+        if majors is None:
+            broken.append(f"{lib}-cuda-major: {lib} {comp[lib]} is not in the compatibility "
+                          f"table (known: {', '.join(facts[lib])})")
+        elif int(cuda_major) not in majors:
+            broken.append(f"{lib}-cuda-major: {lib} {comp[lib]} exists for CUDA "
+                          f"{', '.join(map(str, majors))}.x, not CUDA {cuda_v}")
+    for comp in (cuda, accel):
+        if comp is None:
+            continue
+        for pkg in comp.get("pypi", {}):
+            suffix = pkg.rsplit("-", 1)[-1]
+            if suffix.startswith("cu") and suffix[2:].isdigit() and suffix[2:] != cuda_major:
+                broken.append(f"wheel-cuda-major: {comp['name']} installs {pkg}, a CUDA "
+                              f"{suffix[2:]} wheel, under CUDA {cuda_v}")
+    return broken
+
+
+def _vt(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split(".") if p.isdigit())

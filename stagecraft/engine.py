@@ -1,0 +1,208 @@
+"""The Docker engine: the SDK for images (inspect, tag, import, pull, remove), and the
+docker CLI for BuildKit builds, through whichever path works on this host.
+
+BuildKit is reached either through ``docker buildx build`` (any client with the buildx
+plugin) or a classic client (< 23) with ``DOCKER_BUILDKIT=1`` and the daemon's embedded
+BuildKit. Docker CLI 23+ without buildx refuses BuildKit builds ("BuildKit is enabled but
+the buildx component is missing"), so it is skipped. ``detect_builder`` tries every
+``docker`` on PATH; ``STAGECRAFT_DOCKER`` names one client to use.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import docker.errors
+
+from .errors import BuildError, InputError
+
+STEP_RE = re.compile(r"^#\d+ \[([^\]]+)\] (.*)$")
+
+
+@dataclass(frozen=True)
+class Builder:
+    """A working BuildKit path: ``client`` (docker CLI path), ``argv`` before the build
+    options (``["buildx", "build", "--load"]`` or ``["build"]``) and the extra ``env``."""
+
+    client: str
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    version: str
+
+    def describe(self) -> str:
+        """One line: which client and how it reaches BuildKit."""
+        how = "buildx" if self.argv[0] == "buildx" else "DOCKER_BUILDKIT=1"
+        return f"{self.client} {self.version} ({how})"
+
+
+def _clients() -> list[str]:
+    forced = os.environ.get("STAGECRAFT_DOCKER")
+    if forced:
+        return [forced]
+    seen: list[str] = []
+    for d in os.environ.get("PATH", "").split(os.pathsep) + ["/usr/bin", "/usr/local/bin"]:
+        p = Path(d) / "docker"
+        if p.is_file() and os.access(p, os.X_OK):
+            real = str(p.resolve())
+            if real not in [str(Path(s).resolve()) for s in seen]:
+                seen.append(str(p))
+    return seen
+
+
+def _run(argv: list[str], env: dict[str, str] | None = None, timeout: float = 20) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def detect_builder() -> Builder:
+    """The first docker client on this host that builds with BuildKit.
+
+    Raises ``InputError`` (exit 2) with what to do when none does.
+    """
+    tried = []
+    for client in _clients():
+        try:
+            version = _run([client, "version", "--format", "{{.Client.Version}}"]).stdout.strip()
+            if _run([client, "buildx", "version"]).returncode == 0:
+                return Builder(client, ("buildx", "build", "--load"), (), version)
+            major = int(version.split(".")[0]) if version[:1].isdigit() else 0
+            if 18 <= major < 23:
+                return Builder(client, ("build",), (("DOCKER_BUILDKIT", "1"),), version)
+            tried.append(f"{client} {version or '?'} (no buildx plugin)")
+        except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
+            tried.append(f"{client} ({exc})")
+    raise InputError.one("docker", "no docker client here can build with BuildKit"
+                         + (f" (tried {', '.join(tried)})" if tried else " (none on PATH)"),
+                         "install the buildx plugin (docker-buildx-plugin), or a docker CLI < 23")
+
+
+class Engine:
+    """A connection to the Docker daemon (``docker.from_env()``) plus a BuildKit path.
+
+    Raises ``InputError`` at construction when no daemon answers.
+    """
+
+    def __init__(self, builder: Builder | None = None):
+        try:
+            self.client = docker.from_env(timeout=600)
+            self.client.ping()
+        except docker.errors.DockerException as exc:
+            raise InputError.one("docker", f"no Docker engine answers ({_short(exc)})",
+                                 "run `make setup` (starts one as root) or start the daemon") from None
+        self._builder = builder
+
+    @property
+    def builder(self) -> Builder:
+        """The BuildKit path, detected on first use."""
+        if self._builder is None:
+            self._builder = detect_builder()
+        return self._builder
+
+    def image_id(self, ref: str) -> str | None:
+        """The id (``sha256:...``) of local image ``ref``, or None."""
+        try:
+            return self.client.images.get(ref).id
+        except docker.errors.ImageNotFound:
+            return None
+        except docker.errors.APIError as exc:
+            if getattr(exc, "status_code", None) == 404:
+                return None
+            raise
+
+    def inspect(self, ref: str) -> dict:
+        """``docker image inspect`` of ``ref`` (the engine's JSON). Raises BuildError."""
+        try:
+            return self.client.api.inspect_image(ref)
+        except docker.errors.DockerException as exc:
+            raise BuildError(f"cannot inspect {ref}: {_short(exc)}") from None
+
+    def tag(self, image_id: str, ref: str) -> None:
+        """Point ``ref`` (``repo:tag``) at ``image_id``. Raises BuildError."""
+        repo, tag = ref.rsplit(":", 1)
+        if not self.client.api.tag(image_id, repo, tag, force=True):
+            raise BuildError(f"could not tag {image_id[:19]} as {ref}")
+
+    def pull(self, ref: str) -> str:
+        """Pull ``ref`` (pinned by digest); returns the image id. Raises BuildError."""
+        try:
+            return self.client.images.pull(ref).id
+        except docker.errors.DockerException as exc:
+            raise BuildError(f"cannot pull {ref}: {_short(exc)}; on a host without registry "
+                             "access use --base-source bootstrap") from None
+
+    def import_tarball(self, tarball: Path, repository: str, tag: str,
+                       changes: Iterable[str] = ()) -> str:
+        """``docker import`` a root filesystem tarball as ``repository:tag``."""
+        self.client.api.import_image_from_file(str(tarball), repository=repository, tag=tag,
+                                               changes=list(changes))
+        found = self.image_id(f"{repository}:{tag}")
+        if not found:
+            raise BuildError(f"import of {repository}:{tag} left no image")
+        return found
+
+    def build(self, dockerfile: Path, context: Path, log_path: Path, iidfile: Path,
+              secrets: dict[str, Path], on_step: Callable[[str], None] | None = None,
+              build_args: dict[str, str] | None = None) -> str:
+        """Build one Dockerfile with BuildKit; returns the image id.
+
+        The full plain-progress output goes to ``log_path``; each step's first line is
+        passed to ``on_step``. Secrets are ``id -> file`` (BuildKit secret mounts: never in
+        a layer). Raises ``BuildError`` naming the log on failure.
+        """
+        b = self.builder
+        argv = [b.client, *b.argv, "--progress=plain", "-f", str(dockerfile),
+                "--iidfile", str(iidfile)]
+        for sid, src in sorted(secrets.items()):
+            argv += ["--secret", f"id={sid},src={src}"]
+        for k, v in sorted((build_args or {}).items()):
+            argv += ["--build-arg", f"{k}={v}"]
+        argv.append(str(context))
+        env = {**os.environ, **dict(b.env)}
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "w", encoding="utf-8") as log:
+            log.write("$ " + " ".join(argv) + "\n")
+            log.flush()
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    env=env, text=True, errors="replace")
+            assert proc.stdout is not None
+            tail: list[str] = []
+            try:
+                for line in proc.stdout:
+                    log.write(line)
+                    tail = (tail + [line.rstrip()])[-8:]
+                    m = STEP_RE.match(line)
+                    if m and on_step and not m.group(2).startswith(("DONE", "CACHED")):
+                        on_step(f"[{m.group(1)}] {m.group(2)}")
+                rc = proc.wait()
+            except BaseException:
+                proc.terminate()
+                proc.wait()
+                raise
+        if rc != 0 or not iidfile.exists():
+            last = next((t for t in reversed(tail) if "ERROR" in t or "error" in t), tail[-1] if tail else "")
+            raise BuildError(f"build failed (exit {rc}): {last.strip()[:300]}; log: {log_path}")
+        return iidfile.read_text().strip()
+
+    def remove(self, ref: str) -> None:
+        """Remove an image reference if present (the image stays while other names hold it)."""
+        try:
+            self.client.images.remove(ref, noprune=True)
+        except docker.errors.ImageNotFound:
+            pass
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text[:200]
+
+
+def which_docker() -> str | None:
+    """Path of the first docker client on PATH, if any."""
+    return shutil.which("docker")

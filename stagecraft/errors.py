@@ -1,0 +1,50 @@
+"""Errors a user can act on.
+
+Every error caused by input (matrix.yaml, a template, the command line) is an
+``InputError``: one line that says what is wrong, where (``file:line``, tag or stage) and
+what to do. The CLI prints it without a traceback and exits with status 2
+(``EXIT_INPUT``). Failures of the outside world (the Docker engine, a build step) are
+``BuildError`` and exit with status 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_INPUT = 2
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding: ``where`` (``file:line`` or a name), ``what`` is wrong, ``hint`` to fix."""
+
+    where: str
+    what: str
+    hint: str = ""
+
+    def line(self) -> str:
+        """The problem as one line: ``where: what (hint)``."""
+        text = f"{self.where}: {self.what}" if self.where else self.what
+        return f"{text}; {self.hint}" if self.hint else text
+
+
+class InputError(Exception):
+    """Bad input, reported as one line per problem; the CLI exits 2.
+
+    ``problems`` holds every problem found, so a user fixes them all in one pass.
+    """
+
+    def __init__(self, problems: list[Problem] | Problem):
+        self.problems = [problems] if isinstance(problems, Problem) else list(problems)
+        super().__init__("\n".join(p.line() for p in self.problems))
+
+    @classmethod
+    def one(cls, where: str, what: str, hint: str = "") -> "InputError":
+        """Build an error holding a single problem."""
+        return cls(Problem(where, what, hint))
+
+
+class BuildError(Exception):
+    """The engine or a build step failed (not the user's input); the CLI exits 1."""

@@ -1,0 +1,154 @@
+"""Expand a matrix into images, and resolve what a user typed to one of them.
+
+``expand(matrix)`` turns each image group into ``ImageSpec``s: the product of its axes,
+less ``exclude`` (partial matches), plus ``include`` (full combinations); tags and aliases
+rendered from their Jinja2 expressions; the stage chain less the stages whose components
+are unset. Tags and aliases must be unique across the whole matrix. Compatibility rules
+(``compat.check``) run on every combination. All problems are reported at once.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import jinja2
+
+from . import compat
+from .errors import InputError, Problem
+from .matrix import Group, Matrix
+
+# Docker's tag grammar: [\w][\w.-]{0,127} (distribution/reference).
+TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """One image of the matrix.
+
+    ``selection`` maps each axis to the chosen component name (``None`` = unset);
+    ``components`` maps it to the component entry (a dict with ``name``). ``chain`` lists
+    the stages built, base first. ``tests`` are the testinfra suites of those stages and of
+    the framework, in order, without repeats. ``where`` is the group's ``file:line``.
+    """
+
+    tag: str
+    aliases: tuple[str, ...]
+    group: str
+    selection: tuple[tuple[str, str | None], ...]
+    components: dict[str, dict[str, Any]]
+    chain: tuple[str, ...]
+    tests: tuple[str, ...]
+    where: str
+
+    @property
+    def base(self) -> dict[str, Any]:
+        """The OS base component."""
+        return self.components["base"]
+
+    @property
+    def framework(self) -> dict[str, Any]:
+        """The framework component."""
+        return self.components["framework"]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The canonical tag followed by its aliases."""
+        return (self.tag, *self.aliases)
+
+
+def _combinations(group: Group) -> list[dict[str, str | None]]:
+    axes = list(group.axes)
+    combos = [dict(zip(axes, values)) for values in itertools.product(*group.axes.values())]
+    kept = [c for c in combos
+            if not any(all(c.get(k) == v for k, v in ex.items()) for ex in group.exclude)]
+    for inc in group.include:
+        combo = {a: inc.get(a) for a in axes}
+        if combo not in kept:
+            kept.append(combo)
+    return kept
+
+
+def _render(template: str, context: dict[str, Any]) -> str:
+    return _ENV.from_string(template).render(**context).strip()
+
+
+def expand(matrix: Matrix) -> list[ImageSpec]:
+    """Every image of the matrix, in file order.
+
+    Raises ``InputError`` with every problem: a tag or alias template that fails to render
+    or renders to an invalid tag, a tag or alias claimed twice, a combination that breaks a
+    compatibility rule.
+    """
+    specs: list[ImageSpec] = []
+    problems: list[Problem] = []
+    owner: dict[str, str] = {}  # tag or alias -> canonical tag that owns it
+    for group in matrix.groups:
+        for combo in _combinations(group):
+            components = {axis: matrix.component(axis, name)
+                          for axis, name in combo.items() if name is not None}
+            context = {axis: components.get(axis) for axis in combo}
+            try:
+                tag = _render(group.tag, context)
+                aliases = [_render(a, context) for a in group.aliases]
+            except jinja2.TemplateError as exc:
+                problems.append(Problem(group.where, f"image group {group.name!r}: tag "
+                                f"template fails for {_describe(combo)}: {exc}",
+                                "fix the tag or aliases expression"))
+                continue
+            aliases = list(dict.fromkeys(a for a in aliases if a and a != tag))
+            bad_names = [n for n in (tag, *aliases) if not TAG_RE.match(n)]
+            if bad_names:
+                problems.append(Problem(group.where, f"image group {group.name!r}: "
+                                f"{bad_names[0]!r} is not a valid Docker tag",
+                                "tags use letters, digits, '_', '.', '-' (at most 128)"))
+                continue
+            for name in (tag, *aliases):
+                if name in owner:
+                    problems.append(Problem(group.where, f"image group {group.name!r}: "
+                                    f"{name!r} is claimed by {owner[name]!r} too",
+                                    "make the tag and alias templates unique"))
+                owner.setdefault(name, tag)
+            for rule in compat.check(matrix, components):
+                problems.append(Problem(group.where, f"image {tag!r}: {rule}",
+                                        "change the combination or the compatibility table"))
+            chain = tuple(s for s in group.chain
+                          if all(components.get(t) is not None for t in matrix.stages[s].uses))
+            tests = [t for s in chain for t in matrix.stages[s].tests]
+            tests += list(components["framework"].get("tests", ()))
+            specs.append(ImageSpec(tag=tag, aliases=tuple(aliases), group=group.name,
+                                   selection=tuple(combo.items()), components=components,
+                                   chain=chain, tests=tuple(dict.fromkeys(tests)),
+                                   where=group.where))
+    if problems:
+        raise InputError(problems)
+    return specs
+
+
+def _describe(combo: dict[str, str | None]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in combo.items())
+
+
+def resolve(specs: list[ImageSpec], query: str) -> ImageSpec:
+    """The image a user means by ``query``: a tag, an alias, or a unique prefix of one.
+
+    Raises ``InputError`` naming the closest tags when nothing or more than one matches.
+    """
+    for spec in specs:
+        if query in spec.names:
+            return spec
+    matches = {spec.tag: spec for spec in specs
+               for name in spec.names if name.startswith(query)}
+    if len(matches) == 1:
+        return next(iter(matches.values()))
+    if len(matches) > 1:
+        raise InputError.one(f"--tag {query}", f"ambiguous: matches {', '.join(sorted(matches))}",
+                             "give more of the tag")
+    every = [n for spec in specs for n in spec.names]
+    close = difflib.get_close_matches(query, every, n=4, cutoff=0.4)
+    hint = f"closest: {', '.join(close)}" if close else "run `python build.py --list`"
+    raise InputError.one(f"--tag {query}", "no such tag or alias in the matrix", hint)

@@ -1,0 +1,177 @@
+"""The stage graph of a set of images, each stage identified by a content key. Pure.
+
+A stage's key is the SHA-256 of everything that decides its image: its name, its parent's
+identity (the parent stage's key, or the base image's identity), its Dockerfile text
+(which names the parent image by key) and the bytes, paths and modes of the files it
+copies. Same key, same image: a key is built once, and a key already in the engine is
+not built again. On top of each image's last stage sits a small ``label`` node that
+applies the tag's own labels (version, revision, created), so every real stage is shared
+by all tags that have it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .bases import BaseImage
+from .errors import InputError
+from .expand import ImageSpec
+from .matrix import Matrix
+from .render import (RenderedStage, final_labels, label_instruction, render_stages,
+                     stage_dockerfile, tag_dockerfile)
+
+KEY_VERSION = "stagecraft-stage-key-v1"
+STAGE_REPOSITORY = "stagecraft-stage"
+LABEL_STAGE = "label"
+# Never copied into an image, wherever they sit under a copied path.
+EXCLUDED_NAMES = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
+EXCLUDED_SUFFIXES = (".pyc", ".pyo")
+
+
+@dataclass(frozen=True)
+class CopiedFile:
+    """A file of the build context: ``path`` relative to the project root, its mode
+    bits and the SHA-256 of its bytes (hex)."""
+
+    path: str
+    mode: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class StageNode:
+    """One stage to build: ``key`` (64 hex), its ``dockerfile`` (FROM line included),
+    the ``files`` of its build context, the ``parent_key`` (None: on the base image),
+    and ``tags``, the canonical tags of the images that contain it."""
+
+    key: str
+    stage: str
+    dockerfile: str
+    files: tuple[CopiedFile, ...]
+    parent_key: str | None
+    base: BaseImage
+    tags: tuple[str, ...] = field(default=())
+
+    @property
+    def image_ref(self) -> str:
+        """The local image name of this stage: ``stagecraft-stage/<stage>:<key[:24]>``."""
+        return stage_ref(self.stage, self.key)
+
+
+@dataclass(frozen=True)
+class ImagePlan:
+    """One image: its spec, the keys of its chain (base first, the label node last) and
+    the labels its label node applies."""
+
+    spec: ImageSpec
+    keys: tuple[str, ...]
+    labels: dict[str, str]
+
+    @property
+    def final_key(self) -> str:
+        """Key of the node whose image receives the tag and aliases."""
+        return self.keys[-1]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Nodes in build order (every parent before its children) and the images."""
+
+    nodes: dict[str, StageNode]
+    images: tuple[ImagePlan, ...]
+    bases: tuple[BaseImage, ...]
+
+    def children(self, key: str) -> list[str]:
+        """Keys of the nodes built directly on ``key``."""
+        return [k for k, n in self.nodes.items() if n.parent_key == key]
+
+
+def stage_ref(stage: str, key: str) -> str:
+    """Local image reference of a stage with content key ``key``."""
+    return f"{STAGE_REPOSITORY}/{stage}:{key[:24]}"
+
+
+def hash_files(root: Path, paths: tuple[str, ...]) -> tuple[CopiedFile, ...]:
+    """Every file under the copied ``paths`` (relative to ``root``), sorted, with mode and
+    SHA-256; caches and bytecode are skipped. Raises ``InputError`` for a missing path."""
+    out: list[CopiedFile] = []
+    for rel in paths:
+        top = root / rel
+        if not top.exists():
+            raise InputError.one(rel, "copied path does not exist", "fix stages.*.copies")
+        walk = [top] if top.is_file() else sorted(
+            p for p in top.rglob("*")
+            if p.is_file() and not (set(p.relative_to(root).parts) & EXCLUDED_NAMES)
+            and not p.name.endswith(EXCLUDED_SUFFIXES))
+        for p in walk:
+            digest = hashlib.sha256(p.read_bytes()).hexdigest()
+            mode = stat.S_IMODE(os.stat(p).st_mode) & 0o755
+            out.append(CopiedFile(str(p.relative_to(root)), mode, digest))
+    return tuple(sorted(out, key=lambda f: f.path))
+
+
+def stage_key(stage: str, parent_identity: str, dockerfile: str,
+              files: tuple[CopiedFile, ...]) -> str:
+    """The content key (SHA-256 hex) of one stage from all of its inputs."""
+    h = hashlib.sha256()
+    for part in (KEY_VERSION, stage, parent_identity, dockerfile):
+        h.update(part.encode())
+        h.update(b"\0")
+    for f in files:
+        h.update(f"{f.path}\0{f.mode:o}\0{f.sha256}\0".encode())
+    return h.hexdigest()
+
+
+def make_plan(matrix: Matrix, specs: list[ImageSpec], bases: dict[str, BaseImage],
+              revision: str, created: str) -> Plan:
+    """The stage graph for ``specs``.
+
+    ``bases`` maps a base component name to the ``BaseImage`` its images build on;
+    ``revision`` and ``created`` go into each tag's labels. Raises ``InputError`` from
+    rendering.
+    """
+    nodes: dict[str, StageNode] = {}
+    images: list[ImagePlan] = []
+    file_cache: dict[tuple[str, ...], tuple[CopiedFile, ...]] = {}
+    for spec in specs:
+        base = bases[spec.base["name"]]
+        parent_key: str | None = None
+        parent_identity = base.identity
+        parent_ref = base.ref
+        keys: list[str] = []
+        for rs in render_stages(matrix, spec):
+            files = file_cache.setdefault(rs.copies, hash_files(matrix.root, rs.copies))
+            dockerfile = stage_dockerfile(rs, parent_ref)
+            key = stage_key(rs.name, parent_identity, dockerfile, files)
+            node = nodes.get(key) or StageNode(key, rs.name, dockerfile, files, parent_key, base)
+            nodes[key] = _with_tag(node, spec.tag)
+            keys.append(key)
+            parent_key, parent_identity, parent_ref = key, key, stage_ref(rs.name, key)
+        labels = final_labels(matrix, spec, revision, created)
+        label_stage = RenderedStage(LABEL_STAGE, label_instruction(labels), (), keys[-1])
+        dockerfile = stage_dockerfile(label_stage, parent_ref)
+        key = stage_key(LABEL_STAGE, parent_identity, dockerfile, ())
+        nodes[key] = _with_tag(nodes.get(key) or StageNode(key, LABEL_STAGE, dockerfile, (),
+                                                            parent_key, base), spec.tag)
+        keys.append(key)
+        images.append(ImagePlan(spec, tuple(keys), labels))
+    used_bases = tuple({b.identity: b for b in (bases[s.base["name"]] for s in specs)}.values())
+    return Plan(nodes=nodes, images=tuple(images), bases=used_bases)
+
+
+def _with_tag(node: StageNode, tag: str) -> StageNode:
+    if tag in node.tags:
+        return node
+    return StageNode(node.key, node.stage, node.dockerfile, node.files, node.parent_key,
+                     node.base, node.tags + (tag,))
+
+
+def full_dockerfile(matrix: Matrix, spec: ImageSpec, base: BaseImage,
+                    revision: str, created: str) -> str:
+    """The multi-stage Dockerfile of one tag, buildable by plain ``docker build``."""
+    return tag_dockerfile(matrix, spec, render_stages(matrix, spec), base.ref,
+                          final_labels(matrix, spec, revision, created))

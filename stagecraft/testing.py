@@ -1,0 +1,118 @@
+"""Validate a built image with its testinfra suites, and keep a record of the result.
+
+For one image: start a container (``sleep infinity`` under the image's entrypoint),
+run ``pytest`` with ``--hosts=docker://<container>`` over the suites its stages and
+framework declare, with the image's expectations (from matrix.yaml) in a JSON file
+given by ``--stagecraft-spec``; remove the container whatever happens. The result is
+recorded under ``<state>/test-records/<image id>.json``, keyed by image id, so that
+publishing can refuse an image whose current id has not passed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .engine import Engine
+from .expand import ImageSpec
+from .matrix import Matrix
+from .render import MANIFEST_PATH, image_manifest
+
+
+@dataclass
+class TestResult:
+    """Outcome of one image's suites: ``passed`` is True when pytest exited 0;
+    ``counts`` from its summary; ``seconds`` of wall time; ``junit`` path."""
+
+    tag: str
+    image_id: str
+    passed: bool
+    counts: dict[str, int]
+    seconds: float
+    suites: list[str]
+    junit: str
+    output_tail: str
+
+
+def expectations(matrix: Matrix, spec: ImageSpec, ref: str, image_id: str) -> dict[str, Any]:
+    """What the suites check the image against, all taken from the matrix."""
+    return {
+        "tag": spec.tag,
+        "ref": ref,
+        "image_id": image_id,
+        "repository": matrix.repository,
+        "base": spec.base,
+        "framework": spec.framework,
+        "components": spec.components,
+        "chain": list(spec.chain),
+        "manifest": image_manifest(matrix, spec),
+        "manifest_path": MANIFEST_PATH,
+        "entrypoint": matrix.entrypoint,
+    }
+
+
+def record_path(state_dir: Path, image_id: str) -> Path:
+    """Where the test record of ``image_id`` lives."""
+    return state_dir / "test-records" / f"{image_id.replace(':', '-')}.json"
+
+
+def load_record(state_dir: Path, image_id: str) -> dict[str, Any] | None:
+    """The test record of an image id, or None when it was never tested."""
+    p = record_path(state_dir, image_id)
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def _counts(output: str) -> dict[str, int]:
+    import re
+
+    counts: dict[str, int] = {}
+    for line in output.splitlines()[::-1]:
+        found = re.findall(r"(\d+) (passed|failed|error|errors|skipped|xfailed|xpassed)", line)
+        if found:
+            for n, word in found:
+                counts[word.rstrip("s") if word == "errors" else word] = int(n)
+            break
+    return counts
+
+
+def run_suites(engine: Engine, matrix: Matrix, spec: ImageSpec, ref: str,
+               state_dir: Path, extra_args: list[str] | None = None) -> TestResult:
+    """Run ``spec``'s suites against image ``ref``; record and return the result."""
+    image_id = engine.image_id(ref) or ""
+    suites = [str(matrix.root / t) for t in spec.tests]
+    name = f"stagecraft-test-{spec.tag}-{uuid.uuid4().hex[:8]}"
+    t0 = time.monotonic()
+    reports = state_dir / "test-reports"
+    reports.mkdir(parents=True, exist_ok=True)
+    junit = reports / f"{spec.tag}.xml"
+    container = engine.client.containers.run(
+        image_id, command=["sleep", "infinity"], name=name, detach=True,
+        labels={"io.stagecraft.test": spec.tag}, environment={"STAGECRAFT_QUIET": "1"})
+    try:
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(expectations(matrix, spec, ref, image_id), f, sort_keys=True)
+            spec_file = f.name
+        argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                f"--rootdir={matrix.root}", f"--hosts=docker://{container.id}",
+                f"--stagecraft-spec={spec_file}", f"--junitxml={junit}",
+                *(extra_args or []), *suites]
+        proc = subprocess.run(argv, cwd=matrix.root, capture_output=True, text=True)
+    finally:
+        container.remove(force=True)
+        Path(spec_file).unlink(missing_ok=True)
+    output = proc.stdout + proc.stderr
+    result = TestResult(tag=spec.tag, image_id=image_id, passed=proc.returncode == 0,
+                        counts=_counts(output), seconds=time.monotonic() - t0,
+                        suites=list(spec.tests), junit=str(junit),
+                        output_tail="\n".join(output.strip().splitlines()[-40:]))
+    rec = record_path(state_dir, image_id)
+    rec.parent.mkdir(parents=True, exist_ok=True)
+    rec.write_text(json.dumps({**asdict(result), "recorded": time.time()}, indent=2))
+    return result

@@ -1,0 +1,89 @@
+"""YAML with line numbers: every value's source line, addressed by its path.
+
+``load_yaml(path)`` parses with PyYAML's safe composer and returns the plain data plus a
+``Locator`` that maps a path such as ``("components", "base", "debian12", "python")`` to
+``"matrix.yaml:12"``, so schema and reference errors can point at the line to edit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import InputError
+
+PathKey = Sequence[str | int]
+
+
+class Locator:
+    """Maps a data path to ``file:line`` (1-based). Unknown paths fall back to the nearest
+    known parent, then to the file name."""
+
+    def __init__(self, filename: str, lines: dict[tuple, int]):
+        self.filename = filename
+        self._lines = lines
+
+    def __call__(self, path: PathKey = ()) -> str:
+        key = tuple(path)
+        while key not in self._lines and key:
+            key = key[:-1]
+        line = self._lines.get(key)
+        return f"{self.filename}:{line}" if line else self.filename
+
+
+def _construct(node: yaml.Node, path: tuple, lines: dict[tuple, int], where: str) -> Any:
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise InputError.one(f"{where}:{key_node.start_mark.line + 1}",
+                                     "a mapping key must be a plain string",
+                                     "write the key as text")
+            key = key_node.value
+            if key in out:
+                raise InputError.one(f"{where}:{key_node.start_mark.line + 1}",
+                                     f"duplicate key {key!r}", "keep one of them")
+            lines[path + (key,)] = key_node.start_mark.line + 1
+            out[key] = _construct(value_node, path + (key,), lines, where)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_construct(item, path + (i,), lines, where) for i, item in enumerate(node.value)]
+    # Scalars: let the safe constructor resolve ints, bools, nulls and strings.
+    loader = yaml.SafeLoader("")
+    try:
+        return loader.construct_object(node, deep=True)
+    finally:
+        loader.dispose()
+
+
+def load_yaml(path: str | Path, display: str | None = None) -> tuple[Any, Locator]:
+    """Parse one YAML document.
+
+    Returns ``(data, locator)``. Raises ``InputError`` (one line with ``file:line``) when
+    the file is missing, is not valid YAML, or repeats a key. Anchors and aliases work;
+    only YAML's safe types are built.
+    """
+    path = Path(path)
+    where = display or str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError.one(where, "file not found", "pass an existing matrix file with --matrix") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError.one(where, f"cannot read: {exc}", "check the file") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f":{mark.line + 1}" if mark else ""
+        raise InputError.one(f"{where}{line}", f"invalid YAML: {exc.problem}",
+                             "fix the syntax (indentation, quotes, colons)") from None
+    if node is None:
+        raise InputError.one(where, "the file is empty", "see README.md for the matrix format")
+    lines: dict[tuple, int] = {}
+    data = _construct(node, (), lines, where)
+    return data, Locator(where, lines)

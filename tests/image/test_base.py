@@ -1,0 +1,55 @@
+"""Base stage: every image built on a base runs these (testinfra, against a container).
+
+The expectations come from matrix.yaml through the `spec` fixture, so the same suite
+checks Debian 12 and Debian 13 images.
+"""
+
+from __future__ import annotations
+
+
+def test_os_release_matches_the_base(host, spec):
+    info = host.system_info
+    base = spec["base"]
+    assert info.distribution == base["os"], f"{spec['tag']}: distribution {info.distribution}"
+    assert info.release.split(".")[0] == base["version"], f"{spec['tag']}: release {info.release}"
+    assert base["codename"] in host.file("/etc/os-release").content_string, spec["tag"]
+
+
+def test_python_is_the_distros_own(host, spec):
+    out = host.check_output("python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'")
+    assert out == spec["base"]["python"], f"{spec['tag']}: python {out}"
+    # No second Python: the distro's is the only interpreter outside the venv.
+    extra = host.run("ls /usr/local/bin/python* /opt/conda 2>/dev/null").stdout.strip()
+    assert extra == "", f"{spec['tag']}: a second Python: {extra}"
+
+
+def test_tini_is_pid_1_of_the_image(host, spec, image_attrs):
+    assert host.file("/usr/bin/tini").is_file, f"{spec['tag']}: no tini"
+    entry = image_attrs["Config"]["Entrypoint"] or []
+    assert entry[:1] == ["/usr/bin/tini"], f"{spec['tag']}: entrypoint {entry}"
+    comm = host.file("/proc/1/comm").content_string.strip()
+    assert comm == "tini", f"{spec['tag']}: PID 1 is {comm}"
+
+
+def test_declared_packages_are_installed(host, spec):
+    for pkg in spec["base"]["apt"]:
+        assert host.package(pkg).is_installed, f"{spec['tag']}: {pkg} missing"
+
+
+def test_default_user_is_non_root(host, spec, image_attrs):
+    assert image_attrs["Config"]["User"] == "1000", f"{spec['tag']}: USER {image_attrs['Config']['User']}"
+    assert host.user().uid == 1000, f"{spec['tag']}: runs as uid {host.user().uid}"
+    assert host.user("worker").home == "/home/worker", spec["tag"]
+    assert image_attrs["Config"]["WorkingDir"] == "/workspace", spec["tag"]
+    ws = host.file("/workspace")
+    assert ws.is_directory and ws.uid == 1000 and ws.gid == 0 and ws.mode & 0o070 == 0o070, (
+        f"{spec['tag']}: /workspace owned {ws.uid}:{ws.gid} mode {oct(ws.mode)}")
+
+
+def test_no_package_caches_in_layers(host, spec):
+    lists = host.run("find /var/lib/apt/lists -type f ! -name lock").stdout.strip()
+    assert lists == "", f"{spec['tag']}: apt lists left: {lists[:200]}"
+    debs = host.run("find /var/cache/apt -name '*.deb'").stdout.strip()
+    assert debs == "", f"{spec['tag']}: .deb files left: {debs[:200]}"
+    pip_cache = host.run("find / -xdev -type d -path '*/.cache/pip' 2>/dev/null").stdout.strip()
+    assert pip_cache == "", f"{spec['tag']}: pip cache left: {pip_cache}"

@@ -1,0 +1,53 @@
+"""PaddlePaddle: attached to the paddle framework entries in matrix.yaml, not to a stage.
+
+Imports, version, a computation with known right numbers (not just that it runs), and
+Paddle's own self-check. `run_check()` alone is no device probe (it passes after falling
+back to CPU), so the GPU facts are checked separately by the CUDA suites.
+"""
+
+from __future__ import annotations
+
+import json
+
+
+def test_import_and_version(py, spec):
+    out = py("import paddle; print(paddle.__version__)")
+    assert out.strip() == spec["framework"]["version"], f"{spec['tag']}: paddle {out.strip()}"
+
+
+def test_known_numbers(py, spec):
+    code = (
+        "import json, paddle\n"
+        "x = paddle.to_tensor([[1., 2.], [3., 4.]])\n"
+        "y = paddle.to_tensor([[5., 6.], [7., 8.]])\n"
+        "print(json.dumps({'mul2': (paddle.to_tensor([1., 2.]) * 2).numpy().tolist(),"
+        " 'matmul': paddle.matmul(x, y).numpy().tolist(),"
+        " 'sum': float(paddle.arange(1, 101, dtype='float32').sum()),"
+        " 'softmax': [round(v, 6) for v in paddle.nn.functional.softmax(paddle.to_tensor([0., 0.])).numpy().tolist()]}))"
+    )
+    got = json.loads(py(code).strip().splitlines()[-1])
+    assert got["mul2"] == [2.0, 4.0], f"{spec['tag']}: [1,2]*2 = {got['mul2']} (numpy 2 with paddle 2.6 gives garbage)"
+    assert got["matmul"] == [[19.0, 22.0], [43.0, 50.0]], f"{spec['tag']}: matmul {got['matmul']}"
+    assert got["sum"] == 5050.0, f"{spec['tag']}: sum {got['sum']}"
+    assert got["softmax"] == [0.5, 0.5], f"{spec['tag']}: softmax {got['softmax']}"
+
+
+def test_a_training_step_lowers_the_loss(py, spec):
+    code = (
+        "import paddle\n"
+        "paddle.seed(0)\n"
+        "x = paddle.randn([64, 3]); w = paddle.to_tensor([[1.], [-2.], [3.]]); y = x.matmul(w)\n"
+        "lin = paddle.nn.Linear(3, 1); opt = paddle.optimizer.SGD(0.1, parameters=lin.parameters())\n"
+        "losses = []\n"
+        "for _ in range(50):\n"
+        "    loss = ((lin(x) - y) ** 2).mean(); loss.backward(); opt.step(); opt.clear_grad()\n"
+        "    losses.append(float(loss))\n"
+        "print(losses[0], losses[-1])\n"
+    )
+    first, last = map(float, py(code).split()[-2:])
+    assert last < first * 0.01, f"{spec['tag']}: loss {first} -> {last}"
+
+
+def test_run_check_passes(py, spec):
+    out = py("import paddle; paddle.utils.run_check()", timeout=300)
+    assert "PaddlePaddle is installed successfully" in out, f"{spec['tag']}: {out[-500:]}"

@@ -1,0 +1,78 @@
+"""Runtime stage: the framework's virtual environment, labels, any-uid use."""
+
+from __future__ import annotations
+
+import json
+
+
+def test_venv_python_first_on_path(host, spec):
+    for name in ("python", "python3"):
+        path = host.check_output(f"command -v {name}")
+        assert path == f"/opt/venv/bin/{name}", f"{spec['tag']}: {name} is {path}"
+    prefix = host.check_output("python -c 'import sys; print(sys.prefix)'")
+    assert prefix == "/opt/venv", f"{spec['tag']}: sys.prefix {prefix}"
+
+
+def test_framework_version_installed(host, spec):
+    fw = spec["framework"]
+    pkg = host.pip.get_packages(pip_path="/opt/venv/bin/pip")
+    found = {k.lower(): v for k, v in pkg.items()}
+    assert found.get(fw["package"].lower(), {}).get("version") == fw["version"], (
+        f"{spec['tag']}: {fw['package']} is {found.get(fw['package'].lower())}")
+
+
+def test_constraints_hold(host, spec):
+    pkg = {k.lower().replace("_", "-"): v["version"]
+           for k, v in host.pip.get_packages(pip_path="/opt/venv/bin/pip").items()}
+    for c in spec["framework"].get("constraints", []):
+        if "==" in c:
+            name, version = c.split("==")
+            name = name.strip().lower().replace("_", "-")
+            if name in pkg:
+                assert pkg[name] == version.strip(), f"{spec['tag']}: {name} {pkg[name]}, want {version}"
+
+
+def test_pip_check_is_clean(host, spec):
+    cmd = host.run("/opt/venv/bin/pip check")
+    assert cmd.rc == 0, f"{spec['tag']}: pip check: {cmd.stdout}{cmd.stderr}"
+
+
+def test_labels(labels, spec):
+    fw, base = spec["framework"], spec["base"]
+    want = {
+        "org.opencontainers.image.version": spec["tag"],
+        "org.opencontainers.image.ref.name": spec["tag"],
+        "io.stagecraft.framework": fw["package"],
+        "io.stagecraft.framework.version": fw["version"],
+        "io.stagecraft.python": base["python"],
+        "io.stagecraft.os": base["os"],
+        "io.stagecraft.os.version": base["version"],
+        "io.stagecraft.device": fw["device"],
+    }
+    for key, value in want.items():
+        assert labels.get(key) == value, f"{spec['tag']}: label {key}={labels.get(key)!r}, want {value!r}"
+    for key in ("revision", "created", "source", "title", "description"):
+        assert labels.get(f"org.opencontainers.image.{key}"), f"{spec['tag']}: no {key} label"
+
+
+def test_manifest_for_the_entrypoint(host, spec):
+    f = host.file(spec["manifest_path"])
+    assert f.is_file, f"{spec['tag']}: no {spec['manifest_path']}"
+    assert json.loads(f.content_string) == spec["manifest"], f"{spec['tag']}: manifest differs"
+
+
+def test_no_nvidia_env_outside_nvidia_images(image_attrs, spec):
+    env = dict(e.split("=", 1) for e in image_attrs["Config"].get("Env") or [])
+    nvidia = sorted(k for k in env if k.startswith("NVIDIA_"))
+    if spec["framework"]["device"] != "nvidia":
+        assert nvidia == [], f"{spec['tag']}: NVIDIA container env on a non-NVIDIA image: {nvidia}"
+
+
+def test_works_under_any_uid(spec):
+    import docker
+
+    client = docker.from_env()
+    out = client.containers.run(
+        spec["image_id"], ["sh", "-c", "touch /workspace/x && echo $HOME && python -c 'import sys'"],
+        user="12345", remove=True, environment={"STAGECRAFT_QUIET": "1"})
+    assert out.decode().strip().splitlines()[-1] == "/home/worker", f"{spec['tag']}: {out!r}"
