@@ -41,7 +41,7 @@ def labels(image_attrs: dict[str, Any]) -> dict[str, str]:
     return image_attrs["Config"].get("Labels") or {}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def py(host, spec):  # noqa: ANN001 - testinfra's host fixture
     """Run Python code in the container with the image's own python; returns stdout.
     Fails the test (with the tag in the message) when the code exits non-zero."""

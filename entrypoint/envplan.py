@@ -1,0 +1,53 @@
+"""The environment the command gets: a pure function of the choice and the probes.
+
+- The chosen kernel set's ``env`` (a variable the user already set wins).
+- GPUs hidden when the choice is not NVIDIA but the image carries NVIDIA sets or a GPU
+  is visible: ``CUDA_VISIBLE_DEVICES=""`` (CUDA: an empty list exposes no device), so the
+  framework does not touch a GPU it cannot use. This one overrides the user's value.
+- Thread pools sized to the effective CPUs (min of online CPUs, cpuset, ceil(quota)) when
+  that is below the online count and the user has not set the variable: OpenMP (also
+  what oneDNN uses in Paddle's OpenMP builds), MKL, OpenBLAS, and numexpr. Paddle's own
+  FLAGS_paddle_num_threads (default 1, per-instance) is left alone: its official builds
+  use oneDNN, where only OpenMP's setting applies (paddle/fluid/platform/init.cc).
+- STAGECRAFT_CHOSEN (the set's name) for the command to read.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_MAX_THREADS")
+
+
+def plan_env(choice: Any, probes: Mapping[str, Any], kernel_sets: Sequence[Mapping[str, Any]],
+             env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """(variables to set, notes). ``env`` is the current environment; nothing is mutated."""
+    out: dict[str, str] = {}
+    notes: list[str] = []
+    for k, v in (choice.env or {}).items():
+        if k in env:
+            notes.append(f"{k} kept as the user set it ({env[k]!r}); the kernel set wanted {v!r}")
+        else:
+            out[k] = str(v)
+    nv = probes.get("nvidia")
+    if choice.device != "nvidia" and (
+            any(s.get("device") == "nvidia" for s in kernel_sets) or (nv is not None and nv.state != "absent")):
+        if env.get("CUDA_VISIBLE_DEVICES") != "":
+            out["CUDA_VISIBLE_DEVICES"] = ""
+            notes.append("GPUs hidden from the framework: CUDA_VISIBLE_DEVICES=''")
+    cpu = probes.get("cpu")
+    if cpu is not None and cpu.effective_cpus < cpu.online:
+        n = str(cpu.effective_cpus)
+        why = []
+        if cpu.quota_cpus:
+            why.append(f"quota {cpu.quota_cpus:g} CPUs")
+        if cpu.cpuset and cpu.cpuset < cpu.online:
+            why.append(f"cpuset {cpu.cpuset} CPUs")
+        for var in THREAD_VARS:
+            if var in env:
+                notes.append(f"{var} kept as the user set it ({env[var]})")
+            else:
+                out[var] = n
+        notes.append(f"thread pools sized to {n} ({', '.join(why) or 'limits'}; {cpu.online} online)")
+    if choice.name:
+        out["STAGECRAFT_CHOSEN"] = choice.name
+    return out, notes

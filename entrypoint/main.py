@@ -1,0 +1,258 @@
+"""The program tini starts in every image: probe, choose, set the environment, say what
+was chosen, write the report, exec the command.
+
+Usage: stagecraft-entrypoint [CMD ARGS...] | stagecraft-entrypoint --report [--json] [--fresh]
+
+Environment (inputs):
+  STAGECRAFT_DEVICE=nvidia|xpu|npu|amd|mlu|cpu  prefer this device's kernel sets
+  STAGECRAFT_KERNEL_SET=NAME                    choose this set if it can run here
+  STAGECRAFT_STRICT=1                           refuse (exit 78) instead of falling back
+  STAGECRAFT_QUIET=1                            no start-up line on stderr
+  STAGECRAFT_REPORT=PATH                        where to write the JSON report first
+  STAGECRAFT_BUDGET_S=SECONDS                   per-family probe budget (default 2)
+  STAGECRAFT_PROBE_ROOT=DIR                     test/debug only: read /proc, /sys, /dev under DIR
+  STAGECRAFT_IMAGE_JSON=PATH                    test/debug only: image description to use
+Environment (outputs, for CMD): the chosen set's env, CUDA_VISIBLE_DEVICES="" on a
+non-NVIDIA choice, thread-pool sizes (see envplan), STAGECRAFT_CHOSEN,
+STAGECRAFT_REPORT_PATH.
+
+Exit codes: CMD's own (we exec it); 78 when no kernel set can run here or strict mode
+refuses (probes.select.EXIT_REFUSED); 2 for a bad override; 127 CMD not found; 126 CMD
+not executable. No CMD: exec /bin/bash, else /bin/sh. If the entrypoint itself fails
+unexpectedly it says so in one line and still runs CMD: it never blocks a container.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any, Mapping, Sequence
+
+IMAGE_JSON = "/etc/stagecraft/image.json"
+DEFAULT_BUDGET_S = 2.0
+
+
+def _say(msg: str) -> None:
+    try:
+        sys.stderr.write(f"stagecraft: {msg}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def load_image(env: Mapping[str, str], root: str) -> dict[str, Any] | None:
+    """image.json as a dict, None when the file is absent. Raises ValueError when broken."""
+    import json
+
+    path = env.get("STAGECRAFT_IMAGE_JSON") or (
+        IMAGE_JSON if root in ("", "/") else os.path.join(root, IMAGE_JSON.lstrip("/")))
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("kernel_sets", []), list):
+        raise ValueError(f"{path}: expected an object with a kernel_sets list")
+    return data
+
+
+def summary_line(choice: Any, probes: Mapping[str, Any]) -> str:
+    """The one short line: what was chosen and why."""
+    if choice.refused:
+        return f"refusing to start: {choice.message}"
+    if not choice.name:
+        return "no image.json: probed only"
+    p = probes.get(choice.device)
+    detail = ""
+    if choice.device == "cpu" and p is not None:
+        lvl = f"x86-64-v{p.isa_level}, " if p.isa_level else ""
+        detail = f"{p.model or p.arch}, {lvl}{p.effective_cpus} CPU{'s' if p.effective_cpus != 1 else ''}"
+    elif p is not None and getattr(p, "devices", None):
+        names: dict[str, int] = {}
+        for d in p.devices:
+            names[d.name or choice.device] = names.get(d.name or choice.device, 0) + 1
+        devs = " + ".join(f"{n}x {k}" for k, n in names.items())
+        archs = sorted({d.arch for d in p.devices if d.arch})
+        parts = [devs]
+        if archs:
+            parts.append(("cc " if choice.device == "nvidia" else "") + "/".join(archs))
+        if p.driver_version:
+            parts.append(f"driver {p.driver_version}")
+        detail = ", ".join(parts)
+    line = f"{choice.name} ({detail})" if detail else choice.name
+    if choice.fallback:
+        line += f" \u2014 {choice.message}"
+    return line
+
+
+def plan(env: Mapping[str, str]) -> dict[str, Any]:
+    """Probe and choose; returns everything the report and exec need. Pure of side effects
+    except reading the machine."""
+    from probes import probe_all
+    from probes.report import probes_to_dict
+    from probes.select import Choice, Overrides, choose
+
+    t0 = time.monotonic()
+    root = env.get("STAGECRAFT_PROBE_ROOT") or "/"
+    try:
+        budget = float(env.get("STAGECRAFT_BUDGET_S") or DEFAULT_BUDGET_S)
+    except ValueError:
+        budget = DEFAULT_BUDGET_S
+    image = load_image(env, root)
+    sets: list[dict[str, Any]] = list(image.get("kernel_sets", [])) if image else []
+    ov = Overrides(device=env.get("STAGECRAFT_DEVICE") or None,
+                   kernel_set=env.get("STAGECRAFT_KERNEL_SET") or None,
+                   strict=env.get("STAGECRAFT_STRICT", "") not in ("", "0", "false", "no"))
+    families = sorted({str(s.get("device")) for s in sets} | ({ov.device} if ov.device else set())) if sets else None
+    from probes.types import FAMILIES
+
+    if families is not None:
+        families = [f for f in families if f in FAMILIES]
+    probes = probe_all(root, budget, families, env)
+    if image is None:
+        choice = Choice(name="", device="", kernel_set=None, message="no image.json")
+    else:
+        choice = choose(probes, sets, ov)
+    from entrypoint.envplan import plan_env
+
+    changes, notes = plan_env(choice, probes, sets, env) if not choice.refused else ({}, [])
+    report = {
+        "schema": 1,
+        "image": {k: image.get(k) for k in ("framework", "device", "components") if k in image} if image else None,
+        "chosen": choice.name or None, "device": choice.device or None,
+        "wanted_device": choice.wanted_device or None, "fallback": choice.fallback,
+        "refused": choice.refused, "exit_code": choice.exit_code, "message": choice.message,
+        "warnings": list(choice.warnings),
+        "passed_over": [{"name": p.name, "device": p.device, "reason": p.reason} for p in choice.passed_over],
+        "overrides": {"device": ov.device, "kernel_set": ov.kernel_set, "strict": ov.strict},
+        "env_set": changes, "notes": notes, "probes": probes_to_dict(probes),
+        "elapsed_ms": round((time.monotonic() - t0) * 1000, 2),
+    }
+    report["line"] = summary_line(choice, probes)
+    return {"choice": choice, "probes": probes, "changes": changes, "report": report}
+
+
+def exec_command(argv: Sequence[str], env: Mapping[str, str]) -> int:
+    """Replace this process with argv (or a shell); returns only on failure (126/127)."""
+    cmd = list(argv)
+    if not cmd:
+        cmd = ["/bin/bash"] if os.path.exists("/bin/bash") else ["/bin/sh"]
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    try:
+        os.execvpe(cmd[0], cmd, dict(env))
+    except FileNotFoundError:
+        _say(f"{cmd[0]}: command not found")
+        return 127
+    except PermissionError:
+        _say(f"{cmd[0]}: permission denied")
+        return 126
+    except OSError as exc:
+        _say(f"{cmd[0]}: {exc.strerror}")
+        return 126
+    return 0  # not reached
+
+
+def start(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
+    """The start path: plan, report, one line, exec."""
+    env = dict(os.environ if env is None else env)
+    quiet = env.get("STAGECRAFT_QUIET", "") not in ("", "0", "false", "no")
+    try:
+        p = plan(env)
+    except Exception as exc:  # noqa: BLE001 - never block the container on our own bug
+        _say(f"probe failed ({type(exc).__name__}: {exc}); running the command without a kernel-set choice")
+        return exec_command(argv, env)
+    choice, report = p["choice"], p["report"]
+    import json
+
+    from entrypoint import runtime
+
+    path = runtime.write(json.dumps(report, indent=1, sort_keys=True), env)
+    if choice.refused:
+        _say(report["line"])
+        if choice.passed_over and not choice.message.startswith("no kernel set"):
+            for ps in choice.passed_over:
+                _say(f"  {ps.name}: {ps.reason}")
+        _say(f"full report: {path}" if path else "no writable runtime dir for the report")
+        return int(choice.exit_code)
+    env.update(p["changes"])
+    if path:
+        env["STAGECRAFT_REPORT_PATH"] = path
+    if not quiet:
+        _say(report["line"])
+        for w in choice.warnings:
+            _say(f"warning: {w}")
+    return exec_command(argv, env)
+
+
+def show_report(args: Sequence[str], env: Mapping[str, str] | None = None) -> int:
+    """``--report [--json] [--fresh]``: print the last report (or a fresh probe)."""
+    import json
+
+    from entrypoint import runtime
+
+    env = dict(os.environ if env is None else env)
+    data = None
+    path = None if "--fresh" in args else runtime.find(env)
+    if path:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                data = json.load(fh)
+        except (OSError, ValueError):
+            data = None
+    if data is None:
+        data = plan(env)["report"]
+    if "--json" in args:
+        print(json.dumps(data, indent=1, sort_keys=True))
+        return 0
+    print(format_report(data, path))
+    return 0
+
+
+def format_report(data: Mapping[str, Any], path: str | None) -> str:
+    """A person's view of a report dict."""
+    out = [f"stagecraft: {data.get('line', '')}"]
+    if path:
+        out.append(f"report: {path}")
+    img = data.get("image") or {}
+    fw = img.get("framework") or {}
+    if fw:
+        out.append(f"image: {fw.get('name', '?')} {fw.get('version', '')} ({img.get('device', '?')})")
+    for p in data.get("passed_over", []):
+        out.append(f"passed over {p['name']}: {p['reason']}")
+    for w in data.get("warnings", []):
+        out.append(f"warning: {w}")
+    for n in data.get("notes", []):
+        out.append(f"note: {n}")
+    for k, v in sorted((data.get("env_set") or {}).items()):
+        out.append(f"env: {k}={v}")
+    for fam, pr in (data.get("probes") or {}).items():
+        line = f"{fam:7s} {pr.get('state', '?'):9s}"
+        if pr.get("reason"):
+            line += f" {pr['reason']}"
+        if fam == "cpu":
+            line += (f" {pr.get('model', '')} [{pr.get('arch', '')}"
+                     + (f" x86-64-v{pr['isa_level']}" if pr.get("isa_level") else "")
+                     + f"] online {pr.get('online')} cpuset {pr.get('cpuset')} quota {pr.get('quota_cpus')}"
+                     f" -> {pr.get('effective_cpus')} CPUs; memory limit {pr.get('memory_limit_bytes')}")
+        for d in pr.get("devices", []):
+            line += f"\n          [{d['index']}] {d.get('name', '')} {d.get('arch', '')} {d.get('uuid', '')}".rstrip()
+        if pr.get("driver_version"):
+            line += f"\n          driver {pr['driver_version']}" + (
+                f", CUDA driver API {pr['api_version']}" if pr.get("api_version") else "")
+        for n in pr.get("notes", []):
+            line += f"\n          note: {n}"
+        out.append(line)
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--report"]:
+        return show_report(args[1:])
+    return start(args)
