@@ -1,0 +1,32 @@
+# stagecraft: each target is a short recipe over build.py and pytest.
+#   make setup               Python deps, Docker engine, debootstrap (no-op when present)
+#   make image TAG=2.6.2-cpu build one image (tag, alias or unique prefix)
+#   make test                unit tests, then every image built once and validated
+#   make lint                ruff, hadolint on every rendered Dockerfile, actionlint
+#   make golden              regenerate the rendered-Dockerfile golden files
+#   make bench               benchmarks (see BENCHMARKS.md)
+PYTHON ?= python3
+TAG ?= 2.6.2-cpu
+
+.PHONY: setup image test unit lint golden bench
+setup:
+	bash scripts/setup.sh
+
+image: setup
+	$(PYTHON) build.py --tag $(TAG)
+
+unit:
+	$(PYTHON) -m pytest tests/unit -q
+
+test: setup
+	$(PYTHON) -m pytest tests/unit tests/integration -q -rs
+
+lint:
+	$(PYTHON) -m ruff check stagecraft probes entrypoint tests bench build.py
+	$(PYTHON) -m pytest tests/unit/test_lint.py -q
+
+golden:
+	STAGECRAFT_UPDATE_GOLDEN=1 $(PYTHON) -m pytest tests/unit/test_golden.py -q
+
+bench: setup
+	$(PYTHON) bench/run.py
