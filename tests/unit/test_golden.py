@@ -1,0 +1,44 @@
+"""Golden files: the rendered multi-stage Dockerfile of every tag of matrix.yaml.
+
+A change to a template or the matrix shows up here as a diff to review. Regenerate with
+`make golden` (STAGECRAFT_UPDATE_GOLDEN=1). Rendered with a fixed revision and time.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from stagecraft.bases import base_image
+from stagecraft.expand import expand
+from stagecraft.matrix import load_matrix
+from stagecraft.plan import full_dockerfile
+from tests.conftest import ROOT
+
+GOLDEN = ROOT / "tests" / "golden"
+MATRIX = load_matrix(ROOT / "matrix.yaml")
+SPECS = expand(MATRIX)
+UPDATE = os.environ.get("STAGECRAFT_UPDATE_GOLDEN") == "1"
+
+
+def rendered(spec) -> str:
+    base = base_image(spec.base, "pull" if "pull" in spec.base else None)
+    return full_dockerfile(MATRIX, spec, base, "0" * 40, "1970-01-01T00:00:00Z")
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=[s.tag for s in SPECS])
+def test_rendered_dockerfile_matches_golden(spec):
+    path = GOLDEN / f"{spec.tag}.Dockerfile"
+    text = rendered(spec)
+    if UPDATE:
+        GOLDEN.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"no golden file for {spec.tag}: run `make golden`"
+    assert text == path.read_text(), f"{spec.tag}: rendering changed; review and run `make golden`"
+
+
+def test_no_stale_golden_files():
+    expected = {f"{s.tag}.Dockerfile" for s in SPECS}
+    present = {p.name for p in GOLDEN.glob("*.Dockerfile")}
+    assert present <= expected, f"golden files for tags no longer in the matrix: {present - expected}"
