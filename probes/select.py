@@ -113,7 +113,7 @@ def check_nvidia(req: Mapping[str, Any], p: Any) -> tuple[bool, str, list[str]]:
     if p is None:
         return False, "NVIDIA not probed", []
     if p.state != USABLE:
-        return False, f"no usable NVIDIA GPU: {p.reason}", []
+        return False, p.reason or "no usable NVIDIA GPU", []
     sass = [str(x) for x in req.get("sass", [])]
     ptx = [str(x) for x in req.get("ptx", [])]
     warnings: list[str] = []
@@ -187,7 +187,7 @@ def check_generic(req: Mapping[str, Any], p: Any, family: str) -> tuple[bool, st
     if p is None:
         return False, f"{family} not probed", []
     if p.state != USABLE:
-        return False, f"no usable {family.upper()}: {p.reason}", []
+        return False, p.reason or f"no usable {family} device", []
     archs = [str(a) for a in req.get("arch", [])]
     if archs:
         bad = [d for d in p.devices if d.arch and not any(fnmatch.fnmatch(d.arch, a) for a in archs)]

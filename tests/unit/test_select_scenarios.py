@@ -1,0 +1,242 @@
+"""The scenario table: a fixture machine (real cpuinfo, cgroup files, /dev and /sys trees,
+stand-in vendor tools, the stand-in NVML loaded by the real pynvml) -> expected kernel set
+and reason. Each row runs every probe the image needs, then the pure chooser."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from probes import probe_all  # noqa: E402
+from probes import _fs  # noqa: E402
+from probes.select import EXIT_REFUSED, EXIT_USAGE, Overrides, choose  # noqa: E402
+from tests.fixtures.compose import IMAGES, compose  # noqa: E402
+from tests.nvml_standin import standin  # noqa: E402
+from tests.nvml_standin.standin import gpu  # noqa: E402
+
+GPU_SETS = json.loads((IMAGES / "gpu-cuda11.8.json").read_text())["kernel_sets"]
+AVX_ONLY = json.loads((IMAGES / "cpu-avx-only.json").read_text())["kernel_sets"]
+ARM_SETS = [{"name": "cpu-aarch64-sve", "device": "cpu", "requires": {"arch": "aarch64", "cpu_flags": ["sve"]}},
+            {"name": "cpu-aarch64", "device": "cpu", "requires": {"arch": "aarch64"}}]
+BASE = [{"name": "cpu-baseline", "device": "cpu", "requires": {}}]
+XPU_SETS = [{"name": "xpu-r200", "device": "xpu", "requires": {"arch": ["R200", "R300"]}}, *BASE]
+NPU_SETS = [{"name": "npu-910b", "device": "npu", "requires": {"arch": ["910B*"], "min_driver": "23.0"}}, *BASE]
+AMD_SETS = [{"name": "rocm-gfx90a", "device": "amd", "requires": {"arch": ["gfx90a", "gfx942"]}}, *BASE]
+MLU_SETS = [{"name": "mlu370", "device": "mlu", "requires": {"arch": ["MLU370*"]}}, *BASE]
+
+U_H200 = "GPU-1c2d3e4f-5a6b-7c8d-9e0f-1a2b3c4d5e6f"
+U_A100 = "GPU-6b7c1a2e-3f4d-5e6f-7a8b-9c0d1e2f3a4b"
+U_K40 = "GPU-9f8e7d6c-5b4a-3928-1716-05f4e3d2c1b0"
+MIG_A100 = "MIG-2f4e6d8c-0a1b-5c3d-9e7f-1234567890ab"
+H200 = gpu("NVIDIA H200", U_H200, "9.0", 150754820096, 0)
+H200_2 = gpu("NVIDIA H200", "GPU-1c2d3e4f-5a6b-7c8d-9e0f-000000000002", "9.0", 150754820096, 0)
+A100 = gpu("NVIDIA A100-SXM4-80GB", U_A100, "8.0", 85899345920, 0)
+A100_MIG = gpu("NVIDIA A100-SXM4-80GB", U_A100, "8.0", 85899345920, 1)
+B200 = gpu("NVIDIA B200", "GPU-b2000000-1111-2222-3333-444455556666", "10.0", 191514247168, 0)
+K40 = gpu("Tesla K40m", U_K40, "3.5", 11996954624, -1)
+T4 = gpu("Tesla T4", "GPU-0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d", "7.5", 16106127360, -1)
+RTX4090 = gpu("NVIDIA GeForce RTX 4090", "GPU-40900000-aaaa-bbbb-cccc-ddddeeeeffff", "8.9", 25757220864, -1)
+
+
+@dataclass
+class Sc:
+    id: str
+    cpuinfo: str
+    pieces: list[str]
+    sets: list[dict[str, Any]]
+    expect: str | int            # kernel set name, or an exit code for a refusal
+    reason: str = ""             # substring of the fallback message / first passed-over reason / refusal
+    nvml: dict[str, Any] | None = None   # stand-in config (standin.config_text kwargs); None: no library
+    env: dict[str, str] = field(default_factory=dict)
+    ov: Overrides = field(default_factory=Overrides)
+    deny: list[str] = field(default_factory=list)
+    warn: str = ""               # substring of a warning
+    cpus: int | None = None      # expected effective CPUs
+    subprocess: bool = False     # run in a fresh interpreter (NVML hang)
+
+
+NODES = ["host-16cpu", "nvidia-nodes"]
+SCENARIOS = [
+    Sc("no-gpu-avx512-host", "linux-rhel7-skylake_avx512", ["host-16cpu"], GPU_SETS, "cpu-avx512",
+       "no NVIDIA GPU visible (no /dev/nvidia*, NVML library not found)"),
+    Sc("h200-native", "linux-rhel7-haswell", NODES, GPU_SETS, "cuda11.8-sm", nvml={"gpus": [H200, H200_2]}),
+    Sc("rtx4090-native-sm89", "linux-ubuntu20.04-zen3", NODES, GPU_SETS, "cuda11.8-sm", nvml={"gpus": [RTX4090]}),
+    Sc("b200-newer-than-sass-ptx-warns", "linux-unknown-sapphirerapids", NODES, GPU_SETS, "cuda11.8-sm",
+       nvml={"gpus": [B200], "driver": "570.86.15", "cuda": 12080}, warn="JIT-compiled"),
+    Sc("k40-cc3.5-too-old", "linux-rhel7-haswell", NODES, GPU_SETS, "cpu-avx2",
+       "Tesla K40m, cc 3.5) has no kernels", nvml={"gpus": [K40], "driver": "470.82.01", "cuda": 11040}),
+    Sc("driver-440-below-compat-floor", "linux-rhel7-haswell", NODES, GPU_SETS, "cpu-avx2",
+       "driver 440.33.01 < 520.61.05 needed by CUDA 11.8 (minor-version compatibility needs >= 450.80.02",
+       nvml={"gpus": [T4], "driver": "440.33.01", "cuda": 10020}),
+    Sc("driver-470-minor-version-compat", "linux-rhel7-haswell", NODES, GPU_SETS, "cuda11.8-sm",
+       nvml={"gpus": [A100], "driver": "470.82.01", "cuda": 11040}, warn="minor-version compatibility"),
+    Sc("driver-470-ptx-needs-new-driver", "linux-rhel7-haswell", NODES, GPU_SETS, "cpu-avx2",
+       "does not cover PTX JIT", nvml={"gpus": [B200], "driver": "470.82.01", "cuda": 11040}),
+    Sc("nvml-no-permission-nodes-present", "linux-rhel7-haswell", NODES, GPU_SETS, "cpu-avx2",
+       "no permission", nvml={"init_error": 4}),
+    Sc("nvml-driver-not-loaded-nodes-present", "linux-rhel7-haswell", NODES, GPU_SETS, "cpu-avx2",
+       "driver not loaded", nvml={"init_error": 9}),
+    Sc("nvml-rm-mismatch", "linux-rhel7-haswell", NODES, GPU_SETS, "cpu-avx2",
+       "version mismatch", nvml={"init_error": 18}),
+    Sc("nvml-hang-timeout", "linux-rhel7-haswell", NODES, GPU_SETS, "cpu-avx2", "timeout",
+       nvml={"gpus": [H200], "hangs": ["nvmlDeviceGetCount_v2|20"]}, subprocess=True),
+    Sc("nodes-but-no-nvml-library", "linux-rhel7-haswell", NODES, GPU_SETS, "cpu-avx2",
+       "NVML library libnvidia-ml.so.1 not found"),
+    Sc("gpu-lost-on-every-gpu", "linux-rhel7-haswell", NODES, GPU_SETS, "cpu-avx2", "GPU is lost",
+       nvml={"gpus": [H200], "errors": ["nvmlDeviceGetName|15"]}),
+    Sc("cvd-gpu-uuid-hides-k40", "linux-rhel7-haswell", NODES, GPU_SETS, "cuda11.8-sm",
+       nvml={"gpus": [K40, A100]}, env={"CUDA_VISIBLE_DEVICES": U_A100}),
+    Sc("cvd-uuid-prefix", "linux-rhel7-haswell", NODES, GPU_SETS, "cuda11.8-sm",
+       nvml={"gpus": [K40, A100]}, env={"CUDA_VISIBLE_DEVICES": "GPU-6b7c1a2e"}),
+    Sc("cvd-mig-uuid", "linux-rhel7-haswell", NODES, GPU_SETS, "cuda11.8-sm",
+       nvml={"gpus": [K40, A100_MIG], "migs": [f"1|{MIG_A100}"]}, env={"CUDA_VISIBLE_DEVICES": MIG_A100}),
+    Sc("cvd-index", "linux-rhel7-haswell", NODES, GPU_SETS, "cuda11.8-sm",
+       nvml={"gpus": [K40, A100]}, env={"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}),
+    Sc("cvd-empty-hides-all", "linux-rhel7-haswell", NODES, GPU_SETS, "cpu-avx2",
+       "CUDA_VISIBLE_DEVICES='' hides every GPU", nvml={"gpus": [H200]}, env={"CUDA_VISIBLE_DEVICES": ""}),
+    Sc("cvd-minus-one", "linux-rhel7-haswell", NODES, GPU_SETS, "cpu-avx2", "hides every GPU",
+       nvml={"gpus": [H200]}, env={"CUDA_VISIBLE_DEVICES": "-1"}),
+    Sc("cvd-unknown-uuid", "linux-rhel7-haswell", NODES, GPU_SETS, "cpu-avx2", "selects no GPU",
+       nvml={"gpus": [H200]}, env={"CUDA_VISIBLE_DEVICES": "GPU-deadbeef"}),
+    Sc("mixed-a100-k40-unfiltered", "linux-rhel7-haswell", NODES, GPU_SETS, "cpu-avx2",
+       "hide it with CUDA_VISIBLE_DEVICES", nvml={"gpus": [A100, K40]}),
+    Sc("nvidia-visible-devices-void", "linux-rhel7-haswell", NODES, GPU_SETS, "cpu-avx2",
+       "NVIDIA_VISIBLE_DEVICES='void'", nvml={"gpus": [H200]}, env={"NVIDIA_VISIBLE_DEVICES": "void"}),
+    Sc("nvidia-visible-devices-uuid", "linux-rhel7-haswell", NODES, GPU_SETS, "cuda11.8-sm",
+       nvml={"gpus": [K40, A100]}, env={"NVIDIA_VISIBLE_DEVICES": U_A100}),
+    Sc("stand-in-without-nodes", "linux-rhel7-haswell", ["host-16cpu"], GPU_SETS, "cuda11.8-sm",
+       nvml={"gpus": [A100]}),
+    Sc("no-avx-cpu-avx-only-image-refuses", "linux-scientific7-k10", ["host-16cpu"], AVX_ONLY, EXIT_REFUSED,
+       "lacks avx"),
+    Sc("ivybridge-avx-no-avx2", "linux-rhel7-ivybridge", ["host-16cpu"], AVX_ONLY, "cpu-avx", "lacks avx2, fma"),
+    Sc("piledriver-avx-fma-no-avx2", "linux-rhel6-piledriver", ["host-16cpu"], AVX_ONLY, "cpu-avx", "lacks avx2"),
+    Sc("sapphirerapids-avx512", "linux-unknown-sapphirerapids", ["host-16cpu"], GPU_SETS, "cpu-avx512"),
+    Sc("cascadelake-avx512", "linux-centos7-cascadelake", ["host-16cpu"], GPU_SETS, "cpu-avx512"),
+    Sc("zen4-avx512-on-amd", "linux-rocky8.5-zen4", ["host-16cpu"], GPU_SETS, "cpu-avx512"),
+    Sc("zen3-avx2", "linux-ubuntu20.04-zen3", ["host-16cpu"], GPU_SETS, "cpu-avx2"),
+    Sc("k10-gpu-image-baseline", "linux-scientific7-k10", ["host-16cpu"], GPU_SETS, "cpu-baseline"),
+    Sc("aarch64-sve", "linux-amazon-neoverse_v1", ["host-16cpu"], ARM_SETS, "cpu-aarch64-sve"),
+    Sc("aarch64-grace-sve2", "linux-rhel9-neoverse_v2", ["host-16cpu"], ARM_SETS, "cpu-aarch64-sve"),
+    Sc("aarch64-on-x86-image-refuses", "linux-rhel9-neoverse_v2", ["host-16cpu"], GPU_SETS, EXIT_REFUSED,
+       "this set needs x86_64"),
+    Sc("cgroup-v2-quota-1.5-two-threads", "linux-rhel7-haswell", ["cgroup-v2-quota-1.5"], GPU_SETS,
+       "cpu-avx2", cpus=2),
+    Sc("cgroup-v2-cpuset-0-3", "linux-rhel7-haswell", ["cgroup-v2-cpuset-0-3"], GPU_SETS, "cpu-avx2", cpus=4),
+    Sc("cgroup-v1-quota-1.5", "linux-rhel7-haswell", ["cgroup-v1-quota-1.5"], GPU_SETS, "cpu-avx2", cpus=2),
+    Sc("cgroup-v1-cpus-1", "linux-rhel7-haswell", ["cgroup-v1-cpus-1"], GPU_SETS, "cpu-avx2", cpus=1),
+    Sc("cgroup-v1-unlimited", "linux-rhel7-haswell", ["cgroup-v1-unlimited"], GPU_SETS, "cpu-avx2", cpus=8),
+    Sc("cgroup-v2-parent-slice-quota", "linux-rhel7-haswell", ["cgroup-v2-host-slice"], GPU_SETS, "cpu-avx2",
+       cpus=3),
+    Sc("kunlun-r200", "linux-rhel7-haswell", ["host-16cpu", "kunlun-r200"], XPU_SETS, "xpu-r200"),
+    Sc("kunlun-nodes-no-permission", "linux-rhel7-haswell", ["host-16cpu", "kunlun-nodes"], XPU_SETS,
+       "cpu-baseline", "no permission on /dev/xpu0", deny=["/dev/xpu0"]),
+    Sc("kunlun-absent", "linux-rhel7-haswell", ["host-16cpu"], XPU_SETS, "cpu-baseline", "no /dev/xpu<N>"),
+    Sc("ascend-910b", "linux-rhel9-neoverse_v2", ["host-16cpu", "ascend-910b"], NPU_SETS, "npu-910b"),
+    Sc("ascend-busy", "linux-rhel9-neoverse_v2", ["host-16cpu", "ascend-busy"], NPU_SETS, "cpu-baseline",
+       "busy: the NPUs are held by another container"),
+    Sc("ascend-control-nodes-missing", "linux-rhel9-neoverse_v2", ["host-16cpu", "ascend-no-manager"],
+       NPU_SETS, "cpu-baseline", "/dev/davinci_manager"),
+    Sc("amd-mi210-gfx90a", "linux-rocky8.5-zen4", ["host-16cpu", "amd-mi210"], AMD_SETS, "rocm-gfx90a"),
+    Sc("amd-driver-but-no-kfd", "linux-rocky8.5-zen4", ["host-16cpu", "amd-no-kfd"], AMD_SETS, "cpu-baseline",
+       "/dev/kfd is missing"),
+    Sc("amd-kfd-no-permission", "linux-rocky8.5-zen4", ["host-16cpu", "amd-mi210"], AMD_SETS, "cpu-baseline",
+       "no permission on /dev/kfd", deny=["/dev/kfd"]),
+    Sc("cambricon-mlu370", "linux-rhel7-haswell", ["host-16cpu", "cambricon-mlu370"], MLU_SETS, "mlu370"),
+    Sc("forced-device-cpu-with-gpu", "linux-rhel7-haswell", NODES, GPU_SETS, "cpu-avx2",
+       nvml={"gpus": [H200]}, ov=Overrides(device="cpu")),
+    Sc("forced-kernel-set", "linux-rhel7-haswell", NODES, GPU_SETS, "cpu-baseline",
+       nvml={"gpus": [H200]}, ov=Overrides(kernel_set="cpu-baseline")),
+    Sc("forced-kernel-set-that-cannot-run", "linux-rhel7-haswell", ["host-16cpu"], GPU_SETS, "cpu-avx2",
+       ov=Overrides(kernel_set="cpu-avx512"), warn="forced kernel set cpu-avx512 cannot run here"),
+    Sc("forced-unknown-kernel-set", "linux-rhel7-haswell", ["host-16cpu"], GPU_SETS, EXIT_USAGE,
+       "no such kernel set", ov=Overrides(kernel_set="cuda12-sm")),
+    Sc("strict-no-gpu-refuses", "linux-rhel7-haswell", ["host-16cpu"], GPU_SETS, EXIT_REFUSED,
+       "strict: wanted device nvidia is not usable: no NVIDIA GPU visible", ov=Overrides(strict=True)),
+    Sc("strict-old-driver-refuses", "linux-rhel7-haswell", NODES, GPU_SETS, EXIT_REFUSED,
+       "440.33.01 < 520.61.05", nvml={"gpus": [T4], "driver": "440.33.01", "cuda": 10020},
+       ov=Overrides(strict=True)),
+    Sc("strict-gpu-ok", "linux-rhel7-haswell", NODES, GPU_SETS, "cuda11.8-sm", nvml={"gpus": [H200]},
+       ov=Overrides(strict=True)),
+    Sc("strict-forced-xpu-absent", "linux-rhel7-haswell", ["host-16cpu"], XPU_SETS, EXIT_REFUSED,
+       "strict: wanted device xpu", ov=Overrides(device="xpu", strict=True)),
+]
+
+
+@pytest.fixture(scope="session")
+def standin_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    try:
+        path = standin.build(tmp_path_factory.mktemp("nvml"))
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    standin.preload(path)
+    return path
+
+
+_CHILD = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from probes import probe_all
+from probes.select import choose, Overrides
+args = json.loads(sys.argv[2])
+p = probe_all(args["root"], 1.0, sorted({s["device"] for s in args["sets"]}), args["env"])
+c = choose(p, args["sets"], Overrides(**args["ov"]))
+print(json.dumps({"name": c.name, "exit": c.exit_code, "message": c.message, "warnings": list(c.warnings),
+                  "passed": [x.reason for x in c.passed_over], "cpus": p["cpu"].effective_cpus}))
+"""
+
+
+def _run(sc: Sc, tmp_path: Path, lib: Path | None, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    root = compose(tmp_path / "root", sc.cpuinfo, sc.pieces)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", **sc.env}
+    if sc.nvml is not None:
+        assert lib is not None
+        cfg = standin.write_config(tmp_path / "nvml.conf", **sc.nvml)
+        monkeypatch.setenv("STAGECRAFT_NVML_CONFIG", str(cfg))
+        env["LD_LIBRARY_PATH"] = str(lib.parent)
+    if sc.subprocess:
+        args = {"root": str(root), "sets": sc.sets, "env": env, "ov": sc.ov.__dict__}
+        cp = subprocess.run([sys.executable, "-c", _CHILD, str(REPO), json.dumps(args)],
+                            capture_output=True, text=True, timeout=30,
+                            env={**os.environ, "LD_LIBRARY_PATH": env.get("LD_LIBRARY_PATH", "")})
+        assert cp.returncode == 0, cp.stderr
+        return json.loads(cp.stdout)
+    denied = {str(root) + p for p in sc.deny}
+    real = _fs.may_open_rw
+    monkeypatch.setattr(_fs, "may_open_rw", lambda r, p: _fs.at(r, p) not in denied and real(r, p))
+    probes = probe_all(str(root), 1.0, sorted({s["device"] for s in sc.sets}), env)
+    c = choose(probes, sc.sets, sc.ov)
+    return {"name": c.name, "exit": c.exit_code, "message": c.message, "warnings": list(c.warnings),
+            "passed": [x.reason for x in c.passed_over], "cpus": probes["cpu"].effective_cpus}
+
+
+@pytest.mark.parametrize("sc", SCENARIOS, ids=[s.id for s in SCENARIOS])
+def test_scenario(sc: Sc, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    lib = request.getfixturevalue("standin_lib") if sc.nvml is not None else None
+    got = _run(sc, tmp_path, lib, monkeypatch)
+    where = f"[{sc.id}] got {got}"
+    if isinstance(sc.expect, int):
+        assert got["name"] == "" and got["exit"] == sc.expect, where
+        assert sc.reason in got["message"], where
+    else:
+        assert got["name"] == sc.expect and got["exit"] == 0, where
+        if sc.reason:
+            assert sc.reason in got["message"] or any(sc.reason in r for r in got["passed"]), where
+    if sc.warn:
+        assert any(sc.warn in w for w in got["warnings"]), where
+    elif not isinstance(sc.expect, int):
+        assert not any("JIT" in w for w in got["warnings"]), where
+    if sc.cpus is not None:
+        assert got["cpus"] == sc.cpus, where
+
+
+def test_table_is_large_enough() -> None:
+    assert len(SCENARIOS) >= 30
