@@ -81,10 +81,9 @@ def summary_line(choice: Any, probes: Mapping[str, Any]) -> str:
         if p.driver_version:
             parts.append(f"driver {p.driver_version}")
         detail = ", ".join(parts)
-    line = f"{choice.name} ({detail})" if detail else choice.name
-    if choice.fallback:
-        line += f" \u2014 {choice.message}"
-    return line
+    if choice.fallback:  # the reason matters more than the CPU model: keep the line short
+        return f"{choice.name} \u2014 {choice.message}"
+    return f"{choice.name} ({detail})" if detail else choice.name
 
 
 def plan(env: Mapping[str, str]) -> dict[str, Any]:

@@ -1,0 +1,171 @@
+"""The entrypoint end to end, in subprocesses, against fixture roots (no Docker).
+
+STAGECRAFT_PROBE_ROOT and STAGECRAFT_IMAGE_JSON (test/debug only) point the entrypoint at
+a fixture machine; the stand-in NVML is found through LD_LIBRARY_PATH as in a real process.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from tests.fixtures.compose import IMAGES, NVML, compose  # noqa: E402
+from tests.nvml_standin import standin  # noqa: E402
+
+ENTRY = REPO / "entrypoint" / "stagecraft-entrypoint"
+REPORT = REPO / "entrypoint" / "stagecraft-report"
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    try:
+        return standin.build(tmp_path_factory.mktemp("nvml"))
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+
+
+def run(tmp_path: Path, cmd: list[str], *, cpuinfo: str = "linux-rhel7-haswell",
+        pieces: tuple[str, ...] = ("host-16cpu",), image: str = "gpu-cuda11.8.json",
+        env: dict[str, str] | None = None, script: Path = ENTRY) -> subprocess.CompletedProcess[str]:
+    root = compose(tmp_path / "root", cpuinfo, pieces)
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("STAGECRAFT_", "OMP_", "MKL_", "OPENBLAS_", "CUDA_", "NVIDIA_", "NUMEXPR_"))}
+    base.pop("LD_LIBRARY_PATH", None)
+    base.update({"STAGECRAFT_PROBE_ROOT": str(root), "STAGECRAFT_IMAGE_JSON": str(IMAGES / image),
+                 "STAGECRAFT_REPORT": str(tmp_path / "run" / "report.json")})
+    base.update(env or {})
+    return subprocess.run([sys.executable, str(script), *cmd], capture_output=True, text=True,
+                          env=base, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def test_exit_code_preserved(tmp_path: Path) -> None:
+    cp = run(tmp_path, ["sh", "-c", "exit 7"])
+    assert cp.returncode == 7, cp.stderr
+
+
+def test_fallback_line_names_the_reason(tmp_path: Path) -> None:
+    cp = run(tmp_path, ["true"])
+    assert cp.stderr.strip() == ("stagecraft: cpu-avx2 \u2014 fallback: no NVIDIA GPU visible "
+                                 "(no /dev/nvidia*, NVML library not found)"), cp.stderr
+
+
+def test_quiet_mode_prints_nothing(tmp_path: Path) -> None:
+    cp = run(tmp_path, ["true"], env={"STAGECRAFT_QUIET": "1"})
+    assert cp.returncode == 0 and cp.stderr == "", cp.stderr
+
+
+def test_fallback_hides_gpus_and_sets_chosen(tmp_path: Path) -> None:
+    cp = run(tmp_path, ["sh", "-c", 'echo "[$CUDA_VISIBLE_DEVICES] ${CUDA_VISIBLE_DEVICES+set} $STAGECRAFT_CHOSEN"'],
+             env={"CUDA_VISIBLE_DEVICES": "0"})
+    assert cp.stdout.strip() == "[] set cpu-avx2", cp.stdout + cp.stderr
+
+
+def test_threads_sized_to_quota_unless_user_set(tmp_path: Path) -> None:
+    show = ["sh", "-c", 'echo "$OMP_NUM_THREADS $MKL_NUM_THREADS $OPENBLAS_NUM_THREADS"']
+    cp = run(tmp_path / "a", show, pieces=("cgroup-v2-quota-1.5",))
+    assert cp.stdout.split() == ["2", "2", "2"], cp.stdout + cp.stderr
+    cp = run(tmp_path / "b", show, pieces=("cgroup-v2-quota-1.5",), env={"OMP_NUM_THREADS": "5"})
+    assert cp.stdout.split() == ["5", "2", "2"], cp.stdout + cp.stderr
+    cp = run(tmp_path / "c", show, pieces=("cgroup-v1-cpus-1",))
+    assert cp.stdout.split() == ["1", "1", "1"], cp.stdout + cp.stderr
+
+
+def test_no_limits_leave_thread_pools_alone(tmp_path: Path) -> None:
+    cp = run(tmp_path, ["sh", "-c", 'echo "x${OMP_NUM_THREADS}x"'])
+    assert cp.stdout.strip() == "xx", cp.stdout
+
+
+def test_report_written_when_first_dirs_are_not_writable(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    cp = run(tmp_path, ["sh", "-c", 'echo "$STAGECRAFT_REPORT_PATH"'],
+             env={"STAGECRAFT_REPORT": str(blocker / "x" / "report.json"), "XDG_RUNTIME_DIR": str(blocker / "y")})
+    path = cp.stdout.strip()
+    assert cp.returncode == 0 and path and not path.startswith(str(blocker)), cp.stdout + cp.stderr
+    rep = json.loads(Path(path).read_text())
+    assert rep["chosen"] == "cpu-avx2" and rep["fallback"] is True
+
+
+def test_report_content(tmp_path: Path) -> None:
+    cp = run(tmp_path, ["true"], pieces=("cgroup-v1-quota-1.5",))
+    rep = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert rep["chosen"] == "cpu-avx2", rep
+    assert rep["passed_over"][0]["name"] == "cuda11.8-sm"
+    assert rep["probes"]["cpu"]["effective_cpus"] == 2
+    assert rep["probes"]["cpu"]["memory_limit_bytes"] == 536870912
+    assert rep["env_set"]["OMP_NUM_THREADS"] == "2"
+    assert rep["image"]["framework"]["version"] == "2.6.0", cp.stderr
+
+
+def test_refusal_on_cpu_without_avx(tmp_path: Path) -> None:
+    cp = run(tmp_path, ["sh", "-c", "echo ran"], cpuinfo="linux-scientific7-k10", image="cpu-avx-only.json")
+    assert cp.returncode == 78 and "ran" not in cp.stdout, cp.stdout + cp.stderr
+    assert "stagecraft: refusing to start: no kernel set" in cp.stderr and "lacks avx" in cp.stderr
+
+
+def test_strict_mode_refuses_cpu_fallback(tmp_path: Path) -> None:
+    cp = run(tmp_path, ["sh", "-c", "echo ran"], env={"STAGECRAFT_STRICT": "1"})
+    assert cp.returncode == 78 and "ran" not in cp.stdout
+    assert "strict: wanted device nvidia is not usable" in cp.stderr, cp.stderr
+
+
+def test_forced_device_and_unknown_kernel_set(tmp_path: Path) -> None:
+    cp = run(tmp_path / "a", ["sh", "-c", "echo $STAGECRAFT_CHOSEN"], env={"STAGECRAFT_KERNEL_SET": "cpu-baseline"})
+    assert cp.stdout.strip() == "cpu-baseline", cp.stderr
+    cp = run(tmp_path / "b", ["true"], env={"STAGECRAFT_KERNEL_SET": "nope"})
+    assert cp.returncode == 2 and "no such kernel set" in cp.stderr, cp.stderr
+
+
+def test_gpu_chosen_with_stand_in_nvml(tmp_path: Path, lib: Path) -> None:
+    env = {"LD_LIBRARY_PATH": str(lib.parent), "STAGECRAFT_NVML_CONFIG": str(NVML / "h200x8.conf")}
+    cp = run(tmp_path, ["sh", "-c", 'echo "[${CUDA_VISIBLE_DEVICES-unset}] $STAGECRAFT_CHOSEN"'],
+             pieces=("host-16cpu", "nvidia-nodes"), env=env)
+    assert cp.stdout.strip() == "[unset] cuda11.8-sm", cp.stdout + cp.stderr
+    assert cp.stderr.strip() == "stagecraft: cuda11.8-sm (8x NVIDIA H200, cc 9.0, driver 550.54.15)", cp.stderr
+
+
+def test_old_driver_falls_back_naming_the_driver(tmp_path: Path, lib: Path) -> None:
+    env = {"LD_LIBRARY_PATH": str(lib.parent), "STAGECRAFT_NVML_CONFIG": str(NVML / "old-driver-440.conf")}
+    cp = run(tmp_path, ["true"], pieces=("host-16cpu", "nvidia-nodes"), env=env)
+    assert cp.returncode == 0
+    assert "cpu-avx2 \u2014 fallback: driver 440.33.01 < 520.61.05 needed by CUDA 11.8" in cp.stderr, cp.stderr
+
+
+def test_nvml_hang_does_not_hold_start(tmp_path: Path, lib: Path) -> None:
+    env = {"LD_LIBRARY_PATH": str(lib.parent), "STAGECRAFT_NVML_CONFIG": str(NVML / "hang.conf"),
+           "STAGECRAFT_BUDGET_S": "0.5"}
+    cp = run(tmp_path, ["sh", "-c", "exit 3"], pieces=("host-16cpu", "nvidia-nodes"), env=env)
+    assert cp.returncode == 3 and "timeout: NVML did not answer within 0.5 s" in cp.stderr, cp.stderr
+
+
+def test_command_not_found_is_127(tmp_path: Path) -> None:
+    cp = run(tmp_path, ["no-such-command-xyz"])
+    assert cp.returncode == 127 and "command not found" in cp.stderr
+
+
+def test_no_command_runs_a_shell(tmp_path: Path) -> None:
+    cp = run(tmp_path, [], env={"STAGECRAFT_QUIET": "1"})
+    assert cp.returncode == 0, cp.stderr
+
+
+def test_broken_image_json_still_runs_the_command(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    cp = run(tmp_path, ["sh", "-c", "exit 4"], env={"STAGECRAFT_IMAGE_JSON": str(bad)})
+    assert cp.returncode == 4 and "probe failed" in cp.stderr, cp.stderr
+
+
+def test_report_command(tmp_path: Path) -> None:
+    run(tmp_path, ["true"], pieces=("cgroup-v2-cpuset-0-3",))
+    cp = run(tmp_path, ["--json"], pieces=("cgroup-v2-cpuset-0-3",), script=REPORT)
+    rep = json.loads(cp.stdout)
+    assert rep["chosen"] == "cpu-avx2" and rep["probes"]["cpu"]["cpuset"] == 4, cp.stderr
+    cp = run(tmp_path, ["--report"], pieces=("cgroup-v2-cpuset-0-3",))
+    assert cp.stdout.startswith("stagecraft: cpu-avx2") and "passed over cuda11.8-sm" in cp.stdout, cp.stdout
