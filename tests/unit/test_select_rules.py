@@ -1,0 +1,89 @@
+"""The chooser's rules one by one (pure; no probing)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from probes.select import Overrides, check_nvidia, choose, gpu_kernel_path, parse_version  # noqa: E402
+from probes.types import CpuProbe, Device, DeviceProbe  # noqa: E402
+
+SASS = ["6.0", "7.0", "8.0", "9.0"]
+
+
+@pytest.mark.parametrize("cc,path", [("8.0", "sass"), ("8.6", "sass"), ("8.9", "sass"), ("9.0", "sass"),
+                                     ("7.5", "sass"), ("6.1", "sass"), ("10.0", "ptx"), ("12.0", "ptx"),
+                                     ("5.2", None), ("3.5", None)])
+def test_sass_and_ptx_rules(cc: str, path: str | None) -> None:
+    assert gpu_kernel_path(cc, SASS, ["9.0"]) == path
+
+
+def test_no_ptx_means_newer_major_has_no_kernels() -> None:
+    assert gpu_kernel_path("10.0", SASS, []) is None
+
+
+def test_parse_version() -> None:
+    assert parse_version("520.61.05") == (520, 61, 5) and parse_version("11.8") == (11, 8)
+    assert parse_version("570.86.15") > parse_version("520.61.05") > parse_version("470.82.01")
+
+
+def _nv(driver: str, cc: str = "8.0", api: str = "12.4") -> DeviceProbe:
+    return DeviceProbe("nvidia", "usable", devices=(Device(0, "GPU", "GPU-x", cc),), driver_version=driver,
+                       api_version=api)
+
+
+REQ = {"cuda": "11.8", "min_driver": "520.61.05", "min_driver_compat": "450.80.02", "sass": SASS, "ptx": ["9.0"]}
+
+
+def test_driver_rules() -> None:
+    assert check_nvidia(REQ, _nv("520.61.05"))[0]
+    ok, _, warns = check_nvidia(REQ, _nv("450.80.02", api="11.0"))
+    assert ok and "minor-version compatibility" in warns[0]
+    ok, why, _ = check_nvidia(REQ, _nv("450.51.06", api="11.0"))
+    assert not ok and "needs >= 450.80.02" in why
+    ok, why, _ = check_nvidia(REQ, _nv("470.82.01", cc="10.0", api="11.4"))
+    assert not ok and "PTX JIT" in why
+    ok, why, _ = check_nvidia({**REQ, "cuda": "12.4", "min_driver": "550.54.14", "min_driver_compat": "525.60.13"},
+                              _nv("470.82.01", api="11.4"))
+    assert not ok and "525.60.13" in why
+
+
+def _cpu(level: int) -> CpuProbe:
+    from probes.cpuflags import LEVELS
+
+    flags = frozenset().union(*(LEVELS[n] for n in range(1, level + 1)))
+    return CpuProbe(arch="x86_64", flags=flags, isa_level=level, online=4, effective_cpus=4)
+
+
+SETS = json.loads((REPO / "tests/fixtures/images/gpu-cuda11.8.json").read_text())["kernel_sets"]
+
+
+def test_first_that_holds_with_reasons_for_earlier() -> None:
+    c = choose({"nvidia": DeviceProbe("nvidia", "absent", "no GPU"), "cpu": _cpu(3)}, SETS)
+    assert c.name == "cpu-avx2" and [p.name for p in c.passed_over] == ["cuda11.8-sm", "cpu-avx512"]
+    assert c.fallback and c.message == "fallback: no GPU" and c.wanted_device == "nvidia"
+
+
+def test_forced_device_not_in_image_is_usage_error() -> None:
+    c = choose({"cpu": _cpu(3)}, SETS, Overrides(device="npu"))
+    assert c.refused and c.exit_code == 2
+
+
+def test_env_of_chosen_set_is_carried() -> None:
+    c = choose({"nvidia": _nv("550.54.15"), "cpu": _cpu(3)}, SETS)
+    assert c.name == "cuda11.8-sm" and "FLAGS_cudnn_dir" in c.env and not c.fallback
+
+
+def test_schema_accepts_the_fixture_images() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((REPO / "probes/kernel_sets.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    for f in (REPO / "tests/fixtures/images").glob("*.json"):
+        jsonschema.validate(json.loads(f.read_text())["kernel_sets"], schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate([{"name": "x", "device": "nvidia", "requires": {"sass": ["9.0"]}}], schema)
