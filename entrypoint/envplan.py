@@ -13,7 +13,9 @@
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
+if TYPE_CHECKING:
+    from typing import Any, Mapping, Sequence
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_MAX_THREADS")
 

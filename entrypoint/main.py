@@ -26,7 +26,9 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, Mapping, Sequence
+TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
+if TYPE_CHECKING:
+    from typing import Any, Mapping, Sequence
 
 IMAGE_JSON = "/etc/stagecraft/image.json"
 DEFAULT_BUDGET_S = 2.0

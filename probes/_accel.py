@@ -1,9 +1,10 @@
 """Shared steps for the device-node accelerator probes (xpu, npu, amd, mlu)."""
 from __future__ import annotations
 
-import dataclasses
 import time
-from typing import Callable
+TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
+if TYPE_CHECKING:
+    from typing import Callable
 
 from probes import _fs
 from probes.types import UNUSABLE, DeviceProbe
@@ -16,7 +17,7 @@ def timed(family: str, fn: Callable[[], DeviceProbe]) -> DeviceProbe:
         r = fn()
     except Exception as exc:  # noqa: BLE001 - a probe never raises
         r = DeviceProbe(family, UNUSABLE, f"probe failed: {type(exc).__name__}: {exc}")
-    return dataclasses.replace(r, elapsed_ms=round((time.monotonic() - t0) * 1000, 2))
+    return r._replace(elapsed_ms=round((time.monotonic() - t0) * 1000, 2))
 
 
 def denied(root: str, paths: list[str]) -> list[str]:

@@ -16,15 +16,14 @@ cpuset.cpus, memory.limit_in_bytes (a huge value = no limit).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from probes import _fs
 
 UNLIMITED_MEMORY = 1 << 60
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(NamedTuple):
     """cgroup limits; None means no limit found. quota_cpus in CPUs (1.5), memory in bytes."""
 
     version: int | None = None

@@ -54,9 +54,7 @@ def probe(root: str = "/", budget_s: float = 1.0) -> CpuProbe:
     except Exception as exc:  # noqa: BLE001 - a probe never raises
         r = CpuProbe(state=UNUSABLE, reason=f"probe failed: {type(exc).__name__}: {exc}",
                      online=os.cpu_count() or 1, effective_cpus=os.cpu_count() or 1)
-    import dataclasses
-
-    return dataclasses.replace(r, elapsed_ms=round((time.monotonic() - t0) * 1000, 2))
+    return r._replace(elapsed_ms=round((time.monotonic() - t0) * 1000, 2))
 
 
 def _probe(root: str) -> CpuProbe:

@@ -8,7 +8,9 @@ when the OS has not enabled XSAVE). glibc checks the same sets (sysdeps/x86/get-
 """
 from __future__ import annotations
 
-from typing import Iterable
+TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
+if TYPE_CHECKING:
+    from typing import Iterable
 
 LEVELS: dict[int, frozenset[str]] = {
     1: frozenset({"lm", "cmov", "cx8", "fpu", "fxsr", "mmx", "sse", "sse2"}),

@@ -16,10 +16,11 @@ Error codes are NVML's ``nvmlReturn_t`` (pynvml.NVML_ERROR_*).
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
-from typing import Any, Mapping
+TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
+if TYPE_CHECKING:
+    from typing import Any, Mapping
 
 from probes import _fs
 from probes._budget import BudgetExceeded, call_within
@@ -58,6 +59,32 @@ def find_library(root: str, env: Mapping[str, str]) -> str | None:
         if _fs.exists(root, f"{d}/{LIBRARY}"):
             return f"{d}/{LIBRARY}"
     return None
+
+
+def _import_pynvml() -> Any:
+    """Import pynvml; under ``python -S`` (the entrypoint skips site for a faster start)
+    add the interpreter's (venv's) site-packages first, only now that NVML is needed:
+    just the directory (pynvml is one module, no .pth needed), else site.main().
+    Raises ImportError."""
+    try:
+        import pynvml
+    except ImportError:
+        import sys
+
+        if not sys.flags.no_site:
+            raise
+        prefix = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
+        sp = os.path.join(prefix, "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}", "site-packages")
+        if os.path.isdir(sp) and sp not in sys.path:
+            sys.path.append(sp)
+        try:
+            import pynvml
+        except ImportError:
+            import site
+
+            site.main()
+            import pynvml
+    return pynvml
 
 
 def _text(v: Any) -> str:
@@ -125,7 +152,7 @@ def probe(root: str = "/", budget_s: float = DEFAULT_BUDGET_S,
         r = _probe(root, budget_s, env)
     except Exception as exc:  # noqa: BLE001 - a probe never raises
         r = DeviceProbe("nvidia", UNUSABLE, f"probe failed: {type(exc).__name__}: {exc}")
-    return dataclasses.replace(r, elapsed_ms=round((time.monotonic() - t0) * 1000, 2))
+    return r._replace(elapsed_ms=round((time.monotonic() - t0) * 1000, 2))
 
 
 def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
@@ -142,7 +169,7 @@ def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
                                "(container started without the NVIDIA runtime / --gpus?)")
         return DeviceProbe("nvidia", ABSENT, f"no NVIDIA GPU visible ({where}, NVML library not found)")
     try:
-        import pynvml as nv
+        nv = _import_pynvml()
     except ImportError:
         state = UNUSABLE if nodes else ABSENT
         return DeviceProbe("nvidia", state, f"{where}; pynvml (nvidia-ml-py) not installed")

@@ -18,7 +18,9 @@ Inside the container host indices no longer match NVML's, so only UUIDs filter h
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
+if TYPE_CHECKING:
+    from typing import Mapping, Sequence
 
 from probes.types import Device
 

@@ -5,7 +5,9 @@
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
+if TYPE_CHECKING:
+    from typing import Any, Mapping, Sequence
 
 from probes.types import CpuProbe, Device, DeviceProbe, to_jsonable
 
@@ -22,15 +24,15 @@ def probes_from_dict(data: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for fam, d in data.items():
         if fam == "cpu":
-            fields = {k: v for k, v in d.items() if k in CpuProbe.__dataclass_fields__}
+            fields = {k: v for k, v in d.items() if k in CpuProbe._fields}
             fields["flags"] = frozenset(fields.get("flags", ()))
             fields["notes"] = tuple(fields.get("notes", ()))
             out[fam] = CpuProbe(**fields)
         else:
-            fields = {k: v for k, v in d.items() if k in DeviceProbe.__dataclass_fields__}
+            fields = {k: v for k, v in d.items() if k in DeviceProbe._fields}
             devs = []
             for dd in fields.get("devices", ()):
-                df = {k: v for k, v in dd.items() if k in Device.__dataclass_fields__}
+                df = {k: v for k, v in dd.items() if k in Device._fields}
                 df["mig_uuids"] = tuple(df.get("mig_uuids", ()))
                 devs.append(Device(**df))
             fields["devices"] = tuple(devs)

@@ -22,8 +22,10 @@ EXIT_USAGE (2: an override names an unknown kernel set or device).
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import NamedTuple
+TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
+if TYPE_CHECKING:
+    from typing import Any, Mapping, Sequence
 
 from probes import cpuflags
 from probes.types import FAMILIES, USABLE
@@ -33,8 +35,7 @@ EXIT_USAGE = 2
 EXIT_REFUSED = 78
 
 
-@dataclass(frozen=True)
-class Overrides:
+class Overrides(NamedTuple):
     """User overrides. device: only consider sets of this family first (STAGECRAFT_DEVICE);
     kernel_set: choose this set if it can run (STAGECRAFT_KERNEL_SET); strict: refuse
     (EXIT_REFUSED) instead of falling back when the wanted device is not usable."""
@@ -44,8 +45,7 @@ class Overrides:
     strict: bool = False
 
 
-@dataclass(frozen=True)
-class Passed:
+class Passed(NamedTuple):
     """A kernel set that was not chosen, and why."""
 
     name: str
@@ -53,8 +53,7 @@ class Passed:
     reason: str
 
 
-@dataclass(frozen=True)
-class Choice:
+class Choice(NamedTuple):
     """The outcome. ``name``/``device``/``kernel_set`` are empty/None when refused;
     ``exit_code`` is 0 unless refused; ``fallback`` is True when the chosen device is not
     the wanted one (STAGECRAFT_DEVICE, else the first declared set's device); ``env`` is
@@ -70,7 +69,7 @@ class Choice:
     message: str = ""
     wanted_device: str = ""
     fallback: bool = False
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] | None = None
 
 
 def parse_version(text: str) -> tuple[int, ...]:

@@ -203,7 +203,7 @@ def _run(sc: Sc, tmp_path: Path, lib: Path | None, monkeypatch: pytest.MonkeyPat
         monkeypatch.setenv("STAGECRAFT_NVML_CONFIG", str(cfg))
         env["LD_LIBRARY_PATH"] = str(lib.parent)
     if sc.subprocess:
-        args = {"root": str(root), "sets": sc.sets, "env": env, "ov": sc.ov.__dict__}
+        args = {"root": str(root), "sets": sc.sets, "env": env, "ov": sc.ov._asdict()}
         cp = subprocess.run([sys.executable, "-c", _CHILD, str(REPO), json.dumps(args)],
                             capture_output=True, text=True, timeout=30,
                             env={**os.environ, "LD_LIBRARY_PATH": env.get("LD_LIBRARY_PATH", "")})
