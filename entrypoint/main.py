@@ -26,9 +26,11 @@ from __future__ import annotations
 import os
 import sys
 import time
+
 TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
 if TYPE_CHECKING:
-    from typing import Any, Mapping, Sequence
+    from collections.abc import Mapping, Sequence
+    from typing import Any
 
 IMAGE_JSON = "/etc/stagecraft/image.json"
 DEFAULT_BUDGET_S = 2.0

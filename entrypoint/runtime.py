@@ -10,9 +10,10 @@ The file is written to a temporary name and renamed, so readers never see half a
 from __future__ import annotations
 
 import os
+
 TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
 if TYPE_CHECKING:
-    from typing import Mapping
+    from collections.abc import Mapping
 
 FILE = "report.json"
 

@@ -6,9 +6,10 @@ time budget and never raises; see probes.types for the result shapes and states.
 from __future__ import annotations
 
 import importlib
+
 TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
 if TYPE_CHECKING:
-    from typing import Mapping, Sequence
+    from collections.abc import Mapping, Sequence
 
 from probes.types import FAMILIES, CpuProbe, DeviceProbe
 

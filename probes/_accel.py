@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import time
+
 TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
 if TYPE_CHECKING:
-    from typing import Callable
+    from collections.abc import Callable
 
 from probes import _fs
 from probes.types import UNUSABLE, DeviceProbe

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
 if TYPE_CHECKING:
-    from typing import Iterable
+    from collections.abc import Iterable
 
 LEVELS: dict[int, frozenset[str]] = {
     1: frozenset({"lm", "cmov", "cx8", "fpu", "fxsr", "mmx", "sse", "sse2"}),

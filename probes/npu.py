@@ -15,9 +15,10 @@ from __future__ import annotations
 import os
 import re
 import time
+
 TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
 if TYPE_CHECKING:
-    from typing import Mapping
+    from collections.abc import Mapping
 
 from probes import _accel, _fs
 from probes.types import ABSENT, UNUSABLE, USABLE, Device, DeviceProbe
@@ -57,7 +58,7 @@ def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
     if no:
         return DeviceProbe("npu", UNUSABLE, "no permission on " + ", ".join(no))
     info = _fs.read(root, "/usr/local/Ascend/driver/version.info") or ""
-    m = re.search(r"^Version=(\S+)", info, re.M)
+    m = re.search(r"^Version=(\S+)", info, re.MULTILINE)
     driver = m.group(1) if m else ""
     devs = [Device(index=i, node=p) for i, p in nodes]
     notes: list[str] = []

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import os
 import time
+
 TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
 if TYPE_CHECKING:
-    from typing import Any, Mapping
+    from collections.abc import Mapping
+    from typing import Any
 
 from probes import _fs
 from probes._budget import BudgetExceeded, call_within

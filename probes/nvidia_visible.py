@@ -20,7 +20,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
 if TYPE_CHECKING:
-    from typing import Mapping, Sequence
+    from collections.abc import Mapping, Sequence
 
 from probes.types import Device
 

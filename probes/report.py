@@ -7,7 +7,8 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
 if TYPE_CHECKING:
-    from typing import Any, Mapping, Sequence
+    from collections.abc import Mapping, Sequence
+    from typing import Any
 
 from probes.types import CpuProbe, Device, DeviceProbe, to_jsonable
 

@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import fnmatch
 from typing import NamedTuple
+
 TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
 if TYPE_CHECKING:
-    from typing import Any, Mapping, Sequence
+    from collections.abc import Mapping, Sequence
+    from typing import Any
 
 from probes import cpuflags
 from probes.types import FAMILIES, USABLE

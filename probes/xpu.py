@@ -13,9 +13,10 @@ from __future__ import annotations
 import os
 import re
 import time
+
 TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
 if TYPE_CHECKING:
-    from typing import Mapping
+    from collections.abc import Mapping
 
 from probes import _accel, _fs
 from probes.types import ABSENT, UNUSABLE, USABLE, Device, DeviceProbe

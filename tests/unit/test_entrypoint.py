@@ -16,8 +16,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tests.fixtures.compose import IMAGES, NVML, compose  # noqa: E402
-from tests.nvml_standin import standin  # noqa: E402
+from tests.fixtures.compose import IMAGES, NVML, compose
+from tests.nvml_standin import standin
 
 ENTRY = REPO / "entrypoint" / "stagecraft-entrypoint"
 REPORT = REPO / "entrypoint" / "stagecraft-report"

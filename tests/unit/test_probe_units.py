@@ -10,13 +10,13 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from probes import _fs, amd, cpuflags, mlu, npu, nvidia, probe_all, xpu  # noqa: E402
-from probes.cpu import parse_cpuinfo  # noqa: E402
-from probes.nvidia_visible import visible  # noqa: E402
-from probes.report import best_tag, host_report, probes_from_dict, probes_to_dict  # noqa: E402
-from probes.types import Device  # noqa: E402
-from tests.fixtures.compose import CPUINFO, IMAGES, ROOTS, compose  # noqa: E402
-from tests.nvml_standin import standin  # noqa: E402
+from probes import _fs, amd, cpuflags, mlu, npu, nvidia, probe_all, xpu
+from probes.cpu import parse_cpuinfo
+from probes.nvidia_visible import visible
+from probes.report import best_tag, host_report, probes_from_dict, probes_to_dict
+from probes.types import Device
+from tests.fixtures.compose import CPUINFO, IMAGES, ROOTS, compose
+from tests.nvml_standin import standin
 
 
 @pytest.mark.parametrize("name,level", [

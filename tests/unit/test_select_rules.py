@@ -10,8 +10,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from probes.select import Overrides, check_nvidia, choose, gpu_kernel_path, parse_version  # noqa: E402
-from probes.types import CpuProbe, Device, DeviceProbe  # noqa: E402
+from probes.select import Overrides, check_nvidia, choose, gpu_kernel_path, parse_version
+from probes.types import CpuProbe, Device, DeviceProbe
 
 SASS = ["6.0", "7.0", "8.0", "9.0"]
 

@@ -16,12 +16,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from probes import probe_all  # noqa: E402
-from probes import _fs  # noqa: E402
-from probes.select import EXIT_REFUSED, EXIT_USAGE, Overrides, choose  # noqa: E402
-from tests.fixtures.compose import IMAGES, compose  # noqa: E402
-from tests.nvml_standin import standin  # noqa: E402
-from tests.nvml_standin.standin import gpu  # noqa: E402
+from probes import (
+    _fs,
+    probe_all,
+)
+from probes.select import EXIT_REFUSED, EXIT_USAGE, Overrides, choose
+from tests.fixtures.compose import IMAGES, compose
+from tests.nvml_standin import standin
+from tests.nvml_standin.standin import gpu
 
 GPU_SETS = json.loads((IMAGES / "gpu-cuda11.8.json").read_text())["kernel_sets"]
 AVX_ONLY = json.loads((IMAGES / "cpu-avx-only.json").read_text())["kernel_sets"]
