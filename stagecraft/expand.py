@@ -17,7 +17,7 @@ from typing import Any
 
 import jinja2
 
-from . import compat
+from . import compat, kernels
 from .errors import InputError, Problem
 from .matrix import Group, Matrix
 
@@ -116,6 +116,10 @@ def expand(matrix: Matrix) -> list[ImageSpec]:
             for rule in compat.check(matrix, components):
                 problems.append(Problem(group.where, f"image {tag!r}: {rule}",
                                         "change the combination or the compatibility table"))
+            for issue in kernels.problems(kernels.complete(components["framework"], components)):
+                problems.append(Problem(matrix.locate(["components", "framework",
+                                                       components["framework"]["name"], "kernel_sets"]),
+                                        f"image {tag!r}: {issue}", "see probes/kernel_sets.schema.json"))
             chain = tuple(s for s in group.chain
                           if all(components.get(t) is not None for t in matrix.stages[s].uses))
             tests = [t for s in chain for t in matrix.stages[s].tests]

@@ -21,7 +21,6 @@ from .errors import InputError, Problem
 from .yamlsrc import Locator, load_yaml
 
 SCHEMA_PATH = Path(__file__).with_name("matrix.schema.json")
-KERNEL_SETS_SCHEMA_PATH = Path(__file__).resolve().parent.parent / "probes" / "kernel_sets.schema.json"
 # Axes every image group must have: the OS base and the framework.
 REQUIRED_AXES = ("base", "framework")
 
@@ -90,13 +89,6 @@ def _schema() -> dict[str, Any]:
     return json.loads(SCHEMA_PATH.read_text())
 
 
-@cache
-def _kernel_sets_schema() -> dict[str, Any] | None:
-    if not KERNEL_SETS_SCHEMA_PATH.exists():
-        return None
-    return json.loads(KERNEL_SETS_SCHEMA_PATH.read_text())
-
-
 def _schema_problems(data: Any, locate: Locator) -> list[Problem]:
     validator = jsonschema.Draft202012Validator(_schema())
     problems = []
@@ -105,18 +97,6 @@ def _schema_problems(data: Any, locate: Locator) -> list[Problem]:
         dotted = ".".join(str(p) for p in path) or "(top level)"
         problems.append(Problem(locate(path), f"{dotted}: {_schema_message(err)}",
                                 "see the schema in stagecraft/matrix.schema.json"))
-    ks_schema = _kernel_sets_schema()
-    if ks_schema and not problems:
-        ks_validator = jsonschema.Draft202012Validator(ks_schema)
-        for fname, entry in data["components"]["framework"].items():
-            sets = entry.get("kernel_sets")
-            if sets is None:
-                continue
-            for err in ks_validator.iter_errors(sets):
-                path = ["components", "framework", fname, "kernel_sets", *err.absolute_path]
-                dotted = ".".join(str(p) for p in path)
-                problems.append(Problem(locate(path), f"{dotted}: {_schema_message(err)}",
-                                        "see probes/kernel_sets.schema.json"))
     return problems
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import jinja2
 
-from . import compat
+from . import compat, kernels
 from .errors import InputError
 from .expand import ImageSpec
 from .matrix import Matrix
@@ -80,20 +80,7 @@ def image_manifest(matrix: Matrix, spec: ImageSpec) -> dict[str, Any]:
     for lib in ("nccl", "tensorrt"):
         if accel and accel.get(lib):
             comps[lib] = str(accel[lib])
-    build = fw.get("build", {})
-    kernel_sets = []
-    for ks in fw.get("kernel_sets", ()):
-        ks = json.loads(json.dumps(ks))
-        if ks.get("device") == "nvidia":
-            req = ks.setdefault("requires", {})
-            for key in ("cuda", "min_driver", "min_driver_compat"):
-                if key in comps:
-                    req.setdefault(key, comps[key])
-            if build.get("sass"):
-                req.setdefault("sass", build["sass"])
-            if build.get("ptx"):
-                req.setdefault("ptx", build["ptx"])
-        kernel_sets.append(ks)
+    kernel_sets = kernels.complete(fw, spec.components)
     return {"schema": 1,
             "framework": {"name": fw["name"], "package": fw["package"], "version": fw["version"]},
             "device": fw["device"], "components": comps, "kernel_sets": kernel_sets}
@@ -122,6 +109,8 @@ def render_stages(matrix: Matrix, spec: ImageSpec) -> list[RenderedStage]:
         }
         for table in stage.uses:
             context[table] = spec.components[table]
+        if "cuda" in stage.uses:
+            context["cuda_facts"] = compat.cuda_facts(str(spec.components["cuda"]["cuda"])) or {}
         try:
             text = env.get_template(stage.template).render(**context)
         except jinja2.TemplateSyntaxError as exc:

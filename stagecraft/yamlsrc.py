@@ -38,7 +38,17 @@ def _construct(node: yaml.Node, path: tuple, lines: dict[tuple, int], where: str
     lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
+        merged: dict[str, Any] = {}
         for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # YAML merge key: <<: *anchor
+                sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+                for src in sources:
+                    value = _construct(src, path, lines, where)
+                    if not isinstance(value, dict):
+                        raise InputError.one(f"{where}:{key_node.start_mark.line + 1}",
+                                             "'<<' merges only mappings", "merge an anchored mapping")
+                    merged = {**value, **merged}
+                continue
             if not isinstance(key_node, yaml.ScalarNode):
                 raise InputError.one(f"{where}:{key_node.start_mark.line + 1}",
                                      "a mapping key must be a plain string",
@@ -49,7 +59,7 @@ def _construct(node: yaml.Node, path: tuple, lines: dict[tuple, int], where: str
                                      f"duplicate key {key!r}", "keep one of them")
             lines[path + (key,)] = key_node.start_mark.line + 1
             out[key] = _construct(value_node, path + (key,), lines, where)
-        return out
+        return {**merged, **out}
     if isinstance(node, yaml.SequenceNode):
         return [_construct(item, path + (i,), lines, where) for i, item in enumerate(node.value)]
     # Scalars: let the safe constructor resolve ints, bools, nulls and strings.

@@ -75,7 +75,13 @@ def test_shared_stages_have_one_key():
     assert keys[("2.6.2-cpu", "base")] == keys[("3.3.1-cpu-debian12", "base")]
     assert keys[("3.3.1-cpu-debian12", "base")] != keys[("3.3.1-cpu-debian13", "base")]
     node = plan.nodes[keys[("2.6.2-cpu", "base")]]
-    assert set(node.tags) == {"2.6.2-cpu", "3.3.1-cpu-debian12"}
+    assert {"2.6.2-cpu", "3.3.1-cpu-debian12", "2.6.0-gpu-cuda11.8-cudnn8.6"} <= set(node.tags)
+    assert "3.3.1-cpu-debian13" not in node.tags
+    # One CUDA 11.8 + cuDNN 8.6 stage (and one NCCL stage) serves every 2.6.x GPU tag.
+    for stage in ("cuda", "accel"):
+        assert keys[("2.6.0-gpu-cuda11.8-cudnn8.6", stage)] == keys[("2.6.2-gpu-cuda11.8-cudnn8.6", stage)]
+        assert keys[("2.6.0-gpu-cuda11.8-cudnn8.6", stage)] != keys[("3.2.0-gpu-cuda12.6-cudnn9.5", stage)]
+    assert keys[("2.6.0-gpu-cuda11.8-cudnn8.6", "runtime")] != keys[("2.6.2-gpu-cuda11.8-cudnn8.6", "runtime")]
     # Every image ends in its own label node.
     assert len({img.final_key for img in plan.images}) == len(specs)
 

@@ -1,0 +1,70 @@
+"""Kernel sets of one image, completed from its components and validated. Pure.
+
+matrix.yaml declares a framework's kernel sets once; what an NVIDIA set requires of the
+host depends on the image's CUDA component (the CUDA version and its minimum drivers,
+from compatibility.yaml) and on the framework build (the compute capabilities it ships
+SASS and PTX for). ``complete`` fills those in; ``problems`` checks the result against
+``probes/kernel_sets.schema.json``, the schema the entrypoint reads them with.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from . import compat
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "probes" / "kernel_sets.schema.json"
+
+
+@cache
+def _validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text()))
+
+
+def complete(framework: dict[str, Any], components: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The framework's kernel sets with NVIDIA requirements filled from the components:
+    ``cuda``, ``min_driver``, ``min_driver_compat`` (compatibility table) and ``sass``,
+    ``ptx`` (framework ``build``). Values written in matrix.yaml win. A framework that
+    declares none carries one set for its device (plus a CPU fallback for accelerators)."""
+    sets = copy.deepcopy(list(framework.get("kernel_sets", ())))
+    if not sets:
+        device = framework["device"]
+        sets = [{"name": device, "device": device,
+                 "description": "default: the framework declares no kernel sets"}]
+        if device != "cpu":
+            sets.append({"name": "cpu", "device": "cpu", "description": "default CPU fallback"})
+    cuda = components.get("cuda")
+    build = framework.get("build", {})
+    for ks in sets:
+        if ks.get("device") != "nvidia":
+            continue
+        req = ks.setdefault("requires", {})
+        if not isinstance(req, dict):
+            continue
+        if cuda:
+            req.setdefault("cuda", str(cuda["cuda"]))
+            for key, value in (compat.cuda_facts(str(cuda["cuda"])) or {}).items():
+                req.setdefault(key, str(value))
+        for key in ("sass", "ptx"):
+            if key in build:
+                req.setdefault(key, list(build[key]))
+    return sets
+
+
+def problems(sets: list[dict[str, Any]]) -> list[str]:
+    """Schema problems of completed kernel sets, each ``path: message``."""
+    out = []
+    for err in _validator().iter_errors(sets):
+        path = ".".join(str(p) for p in err.absolute_path)
+        out.append(f"kernel_sets.{path}: {err.message}")
+    names = [ks.get("name") for ks in sets]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        out.append(f"kernel_sets: names used twice: {', '.join(map(str, dupes))}")
+    return out

@@ -1,0 +1,147 @@
+# stagecraft/paddle:2.6.2-gpu-cuda11.8-cudnn8.6, rendered by stagecraft from matrix.yaml (matrix.yaml:262).
+# Build: DOCKER_BUILDKIT=1 docker build -f THIS_FILE -t stagecraft/paddle:2.6.2-gpu-cuda11.8-cudnn8.6 [--secret id=pip-ca,src=CA_BUNDLE] PROJECT_DIR
+
+FROM docker.io/library/debian:bookworm-slim@sha256:7c7b2c966bc9ee8cedfeef67e0e279108992c77681fa595db4a9d65c06ccc587 AS base
+# base: debian 12 (bookworm) with its own Python 3.11,
+# tini and the system libraries the frameworks load. Framework-independent: one base
+# serves every image of this distro.
+ENV DEBIAN_FRONTEND=noninteractive \
+    LANG=C.UTF-8 \
+    LC_ALL=C.UTF-8 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# Packages, with why each is here:
+#   ca-certificates: TLS roots for pip and the frameworks' downloads
+#   libgomp1: OpenMP runtime the frameworks load at import
+#   python3: the distro's Python is the one Python in the image
+#   python3-venv: the framework lives in a virtual environment
+#   tini: PID 1: reaps zombies, forwards signals
+# Version globs keep the release's ABI and take its security updates.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+      ca-certificates=2023* \
+      libgomp1=12.2.* \
+      python3=3.11.* \
+      python3-venv=3.11.* \
+      tini=0.19.* \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
+           /var/cache/debconf/*-old
+# A non-root default user (uid 1000). Home and /workspace belong to group 0 and are
+# group-writable, so `docker run --user <any uid>` (gid 0 by default) works too.
+RUN groupadd --gid 1000 worker \
+ && useradd --uid 1000 --gid 1000 --groups 0 --home-dir /home/worker --create-home \
+            --shell /bin/bash worker \
+ && mkdir -p /workspace \
+ && chown 1000:0 /workspace /home/worker \
+ && chmod 2775 /workspace /home/worker
+ENV HOME=/home/worker
+LABEL io.stagecraft.os="debian" \
+      io.stagecraft.os.version="12" \
+      io.stagecraft.python="3.11"
+
+FROM base AS cuda
+# cuda: CUDA 11.8 runtime libraries and cuDNN 8.6.0, from pypi.
+# Framework-independent: every image with these components shares this stage. Laid out
+# as tools expect: /usr/local/cuda-11.8/lib64, /usr/local/cuda -> it, the loader cache, and
+# unversioned names (libcudnn.so) beside the versioned ones (libcudnn.so.8), since
+# frameworks dlopen the unversioned names. No devel toolkit, no driver libraries: the
+# host's driver (libcuda, libnvidia-ml) is mounted by the NVIDIA container runtime.
+RUN --mount=type=secret,id=pip-ca,required=false \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
+ && python3 -m venv /tmp/fetch \
+ && /tmp/fetch/bin/pip download --no-cache-dir --no-deps --only-binary=:all: --dest /tmp/wheels \
+      'nvidia-cublas-cu11==11.11.3.6' \
+      'nvidia-cuda-cupti-cu11==11.8.87' \
+      'nvidia-cuda-nvrtc-cu11==11.8.89' \
+      'nvidia-cuda-runtime-cu11==11.8.89' \
+      'nvidia-cudnn-cu11==8.6.0.163' \
+      'nvidia-cufft-cu11==10.9.0.58' \
+      'nvidia-curand-cu11==10.3.0.86' \
+      'nvidia-cusolver-cu11==11.4.1.48' \
+      'nvidia-cusparse-cu11==11.7.5.86' \
+      'nvidia-nvjpeg-cu11==11.9.0.86' \
+      'nvidia-nvtx-cu11==11.8.86' \
+ && mkdir -p /usr/local/cuda-11.8/lib64 /tmp/unpacked \
+ && for w in /tmp/wheels/*.whl; do /tmp/fetch/bin/python -m zipfile -e "$w" /tmp/unpacked; done \
+ && find /tmp/unpacked/nvidia -path '*/lib/*.so*' -type f -exec mv -t /usr/local/cuda-11.8/lib64 {} + \
+ && rm -rf /tmp/fetch /tmp/wheels /tmp/unpacked \
+ && for f in /usr/local/cuda-11.8/lib64/lib*.so.*; do \
+      link="${f%%.so.*}.so"; [ -e "$link" ] || ln -s "${f##*/}" "$link"; \
+    done \
+ && ln -s /usr/local/cuda-11.8 /usr/local/cuda \
+ && echo /usr/local/cuda/lib64 > /etc/ld.so.conf.d/000-stagecraft-cuda.conf \
+ && ldconfig
+# NVIDIA container runtime settings. NVIDIA_REQUIRE_CUDA asks only for the CUDA major's
+# minor-version-compatibility floor: the hook then starts the container on any driver
+# that can run it at all, and the entrypoint checks the exact need and falls back to CPU
+# with a reason instead of the container being refused.
+ENV CUDA_HOME=/usr/local/cuda \
+    NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility \
+    NVIDIA_REQUIRE_CUDA="cuda>=11.0"
+LABEL io.stagecraft.cuda="11.8" \
+      io.stagecraft.cudnn="8.6.0" \
+      io.stagecraft.cuda.min-driver="520.61.05" \
+      io.stagecraft.cuda.min-driver-compat="450.80.02"
+
+FROM cuda AS accel
+# accel: accelerator libraries over CUDA 11.8: NCCL 2.15.5.
+# Framework-independent, from NVIDIA's wheels on PyPI, laid out beside the CUDA libraries.
+RUN --mount=type=secret,id=pip-ca,required=false \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
+ && python3 -m venv /tmp/fetch \
+ && /tmp/fetch/bin/pip download --no-cache-dir --no-deps --only-binary=:all: --dest /tmp/wheels \
+      'nvidia-nccl-cu11==2.15.5' \
+ && mkdir -p /tmp/unpacked \
+ && for w in /tmp/wheels/*.whl; do /tmp/fetch/bin/python -m zipfile -e "$w" /tmp/unpacked; done \
+ && find /tmp/unpacked -path '*/lib/*.so*' -type f -exec mv -t /usr/local/cuda-11.8/lib64 {} + \
+ && rm -rf /tmp/fetch /tmp/wheels /tmp/unpacked \
+ && for f in /usr/local/cuda-11.8/lib64/lib*.so.*; do \
+      link="${f%%.so.*}.so"; [ -e "$link" ] || ln -s "${f##*/}" "$link"; \
+    done \
+ && ldconfig
+LABEL io.stagecraft.nccl="2.15.5"
+
+FROM accel AS runtime
+# runtime: paddlepaddle-gpu 2.6.2 (nvidia) in a
+# virtual environment on the distro's Python 3.11.
+ENV VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# A CA bundle for TLS-intercepting proxies arrives as a BuildKit secret: it is read
+# during this step only and never lands in a layer, the history or a label.
+RUN --mount=type=secret,id=pip-ca,required=false \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
+ && python3 -m venv /opt/venv \
+ && printf '%s\n' 'numpy==1.26.4' 'protobuf==3.20.2' > /tmp/constraints.txt \
+ && /opt/venv/bin/pip install --no-cache-dir -c /tmp/constraints.txt \
+      'paddlepaddle-gpu==2.6.2' \
+      'nvidia-ml-py==13.580.82' \
+ && rm -f /tmp/constraints.txt \
+ && /opt/venv/bin/python -c 'import paddle'
+# The hardware-probing entrypoint and what it knows about this image.
+COPY entrypoint/ /opt/stagecraft/entrypoint/
+COPY probes/ /opt/stagecraft/probes/
+RUN mkdir -p /etc/stagecraft \
+ && printf '%s\n' '{"components":{"cuda":"11.8","cudnn":"8.6.0","min_driver":"520.61.05","min_driver_compat":"450.80.02","nccl":"2.15.5","os":"debian 12","python":"3.11"},"device":"nvidia","framework":{"name":"paddle-2.6.2-gpu","package":"paddlepaddle-gpu","version":"2.6.2"},"kernel_sets":[{"description":"native kernels for the compute capabilities the wheel ships","device":"nvidia","env":{},"name":"cuda","requires":{"cuda":"11.8","min_driver":"520.61.05","min_driver_compat":"450.80.02","ptx":[],"sass":["6.1","7.0","7.5","8.0","8.6"]}},{"description":"no usable GPU; Paddle\u0027s CPU kernels up to AVX-512","device":"cpu","env":{"MKL_ENABLE_INSTRUCTIONS":"AVX512","ONEDNN_MAX_CPU_ISA":"AVX512_CORE"},"name":"cpu-avx512","requires":{"cpu_flags":["avx512f","avx512bw","avx512vl"]}},{"description":"no usable GPU; AVX2 and FMA kernels","device":"cpu","env":{"MKL_ENABLE_INSTRUCTIONS":"AVX2","ONEDNN_MAX_CPU_ISA":"AVX2"},"name":"cpu-avx2","requires":{"cpu_flags":["avx2","fma"]}},{"description":"no usable GPU; the wheel\u0027s floor (-mavx)","device":"cpu","env":{"MKL_ENABLE_INSTRUCTIONS":"AVX","ONEDNN_MAX_CPU_ISA":"AVX"},"name":"cpu-avx","requires":{"cpu_flags":["avx"]}}],"schema":1}' > /etc/stagecraft/image.json
+LABEL io.stagecraft.framework="paddlepaddle-gpu" \
+      io.stagecraft.framework.version="2.6.2" \
+      io.stagecraft.cuda.sass="6.1 7.0 7.5 8.0 8.6" \
+      io.stagecraft.cuda.ptx="" \
+      io.stagecraft.device="nvidia"
+USER 1000
+WORKDIR /workspace
+ENTRYPOINT ["/usr/bin/tini", "--"]
+CMD ["python3"]
+LABEL io.stagecraft.matrix.group="paddle-2.6-gpu" \
+      io.stagecraft.matrix.selection="base=debian12,cuda=cuda11.8-cudnn8.6,accel=nccl2.15-cu11,framework=paddle-2.6.2-gpu" \
+      org.opencontainers.image.created="1970-01-01T00:00:00Z" \
+      org.opencontainers.image.description="paddlepaddle-gpu 2.6.2 (nvidia) on debian 12, Python 3.11" \
+      org.opencontainers.image.ref.name="2.6.2-gpu-cuda11.8-cudnn8.6" \
+      org.opencontainers.image.revision="0000000000000000000000000000000000000000" \
+      org.opencontainers.image.source="https://github.com/stagecraft/stagecraft" \
+      org.opencontainers.image.title="stagecraft/paddle:2.6.2-gpu-cuda11.8-cudnn8.6" \
+      org.opencontainers.image.vendor="stagecraft" \
+      org.opencontainers.image.version="2.6.2-gpu-cuda11.8-cudnn8.6"

@@ -1,0 +1,44 @@
+"""PaddlePaddle GPU builds, checked on a host without a GPU.
+
+Every library name Paddle dlopens (its real, unversioned names) must load with all of its
+own dependencies; Paddle must say it was compiled with CUDA and report the declared CUDA
+and cuDNN versions. Without a GPU it runs on CPU (test_paddle.py checks the numbers).
+"""
+
+from __future__ import annotations
+
+import json
+
+
+def test_every_dlopen_name_loads(py, spec):
+    names = spec["framework"].get("build", {}).get("dlopen", [])
+    assert names, f"{spec['tag']}: the matrix declares no dlopen names for a GPU build"
+    code = ("import ctypes, json, sys\n"
+            f"names = {names!r}\n"
+            "bad = {}\n"
+            "for n in names:\n"
+            "    try: ctypes.CDLL(n)\n"
+            "    except OSError as e: bad[n] = str(e)\n"
+            "print(json.dumps(bad))\n")
+    bad = json.loads(py(code).strip().splitlines()[-1])
+    assert bad == {}, f"{spec['tag']}: cannot dlopen {bad}"
+
+
+def test_compiled_with_cuda_and_versions(py, spec, host):
+    req = spec["framework"]["requires"]
+    cuda = spec["components"]["cuda"]
+    out = py("import json, paddle; print(json.dumps({'cuda': paddle.is_compiled_with_cuda(),"
+             " 'v': paddle.version.cuda(), 'dnn': paddle.version.cudnn(),"
+             " 'n': paddle.device.cuda.device_count()}))")
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got["cuda"] is True, f"{spec['tag']}: not compiled with CUDA"
+    assert got["v"] == req["cuda"] == cuda["cuda"], f"{spec['tag']}: paddle says CUDA {got['v']}"
+    assert got["dnn"] == cuda["cudnn"], f"{spec['tag']}: paddle says cuDNN {got['dnn']}"
+    if not host.file("/dev/nvidia0").exists:
+        assert got["n"] == 0, f"{spec['tag']}: {got['n']} GPUs without /dev/nvidia0"
+
+
+def test_compute_capability_labels(labels, spec):
+    build = spec["framework"]["build"]
+    assert labels.get("io.stagecraft.cuda.sass") == " ".join(build["sass"]), spec["tag"]
+    assert labels.get("io.stagecraft.cuda.ptx") == " ".join(build.get("ptx", [])), spec["tag"]
