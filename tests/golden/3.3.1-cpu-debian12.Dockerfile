@@ -62,13 +62,16 @@ RUN --mount=type=secret,id=pip-ca,required=false \
 COPY entrypoint/ /opt/stagecraft/entrypoint/
 COPY probes/ /opt/stagecraft/probes/
 RUN mkdir -p /etc/stagecraft \
- && printf '%s\n' '{"components":{"os":"debian 12","python":"3.11"},"device":"cpu","framework":{"name":"paddle-3.3.1-cpu","package":"paddlepaddle","version":"3.3.1"},"kernel_sets":[{"description":"Paddle\u0027s AVX builds dispatch MKL and oneDNN kernels up to AVX-512","device":"cpu","env":{"MKL_ENABLE_INSTRUCTIONS":"AVX512","ONEDNN_MAX_CPU_ISA":"AVX512_CORE"},"name":"cpu-avx512","requires":{"cpu_flags":["avx512f","avx512bw","avx512vl"]}},{"description":"AVX2 and FMA kernels","device":"cpu","env":{"MKL_ENABLE_INSTRUCTIONS":"AVX2","ONEDNN_MAX_CPU_ISA":"AVX2"},"name":"cpu-avx2","requires":{"cpu_flags":["avx2","fma"]}},{"description":"the wheel\u0027s floor; it is compiled with -mavx","device":"cpu","env":{"MKL_ENABLE_INSTRUCTIONS":"AVX","ONEDNN_MAX_CPU_ISA":"AVX"},"name":"cpu-avx","requires":{"cpu_flags":["avx"]}}],"schema":1}' > /etc/stagecraft/image.json
+ && printf '%s\n' '{"components":{"os":"debian 12","python":"3.11"},"device":"cpu","framework":{"name":"paddle-3.3.1-cpu","package":"paddlepaddle","version":"3.3.1"},"kernel_sets":[{"description":"Paddle\u0027s AVX builds dispatch MKL and oneDNN kernels up to AVX-512","device":"cpu","env":{"MKL_ENABLE_INSTRUCTIONS":"AVX512","ONEDNN_MAX_CPU_ISA":"AVX512_CORE"},"name":"cpu-avx512","requires":{"cpu_flags":["avx512f","avx512bw","avx512vl"]}},{"description":"AVX2 and FMA kernels","device":"cpu","env":{"MKL_ENABLE_INSTRUCTIONS":"AVX2","ONEDNN_MAX_CPU_ISA":"AVX2"},"name":"cpu-avx2","requires":{"cpu_flags":["avx2","fma"]}},{"description":"the wheel\u0027s floor; it is compiled with -mavx","device":"cpu","env":{"MKL_ENABLE_INSTRUCTIONS":"AVX","ONEDNN_MAX_CPU_ISA":"AVX"},"name":"cpu-avx","requires":{"cpu_flags":["avx"]}}],"schema":1}' > /etc/stagecraft/image.json \
+ && ln -s /opt/stagecraft/entrypoint/stagecraft-report /usr/local/bin/stagecraft-report
 LABEL io.stagecraft.framework="paddlepaddle" \
       io.stagecraft.framework.version="3.3.1" \
       io.stagecraft.device="cpu"
 USER 1000
 WORKDIR /workspace
-ENTRYPOINT ["/usr/bin/tini", "--"]
+# tini is PID 1 (signals, zombies); the entrypoint probes the hardware, chooses the
+# kernel set, sets the environment, says why in one line, then execs the command.
+ENTRYPOINT ["/usr/bin/tini", "--", "/opt/stagecraft/entrypoint/stagecraft-entrypoint"]
 CMD ["python3"]
 LABEL io.stagecraft.matrix.group="paddle-3-cpu" \
       io.stagecraft.matrix.selection="base=debian12,framework=paddle-3.3.1-cpu" \
