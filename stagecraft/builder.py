@@ -10,6 +10,7 @@ from the stages that finished (their images are named by key).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -24,6 +25,10 @@ from .engine import Engine
 from .errors import BuildError
 from .plan import Plan, StageNode
 
+# Engine-side transport failures that say nothing about the Dockerfile; BuildKit reports
+# them under load (moby/buildkit#4305, docker/buildx#2064). Such a build is tried again.
+TRANSIENT_RE = re.compile(r"rpc error: code = (Internal|Unavailable) desc = .*(EOF|transport)")
+TRANSIENT_TRIES = 3
 PROXY_ARGS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "FTP_PROXY", "ALL_PROXY",
               "http_proxy", "https_proxy", "no_proxy", "ftp_proxy", "all_proxy")
 
@@ -124,12 +129,21 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
             return StageResult(node.key, node.stage, "cached", found)
         t0 = time.monotonic()
         log_path = logs / f"{node.stage}-{node.key[:12]}.log"
-        with tempfile.TemporaryDirectory(prefix="stagecraft-ctx-") as tmp:
-            ctx = _stage_context(node, root, Path(tmp) / "context")
-            short = node.key[:12]
-            image_id = engine.build(ctx / "Dockerfile", ctx, log_path, Path(tmp) / "iid",
-                                    secrets, on_step=lambda s: say(f"  {node.stage}@{short} {s[:110]}"),
-                                    build_args=build_args)
+        short = node.key[:12]
+        for attempt in range(1, TRANSIENT_TRIES + 1):
+            try:
+                with tempfile.TemporaryDirectory(prefix="stagecraft-ctx-") as tmp:
+                    ctx = _stage_context(node, root, Path(tmp) / "context")
+                    image_id = engine.build(
+                        ctx / "Dockerfile", ctx, log_path, Path(tmp) / "iid", secrets,
+                        on_step=lambda s: say(f"  {node.stage}@{short} {s[:110]}"),
+                        build_args=build_args)
+                break
+            except BuildError as exc:
+                if attempt == TRANSIENT_TRIES or not TRANSIENT_RE.search(str(exc)):
+                    raise
+                say(f"  {node.stage}@{short} engine error, trying again ({attempt}/{TRANSIENT_TRIES}): "
+                    f"{str(exc)[:120]}")
         engine.tag(image_id, node.image_ref)
         return StageResult(node.key, node.stage, "built", image_id,
                            time.monotonic() - t0, str(log_path))

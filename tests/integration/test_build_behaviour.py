@@ -1,0 +1,149 @@
+"""The builder on a small matrix of the real format (framework: `six`, real Debian base,
+real pip, real BuildKit): secrets stay out of images, failures leave tags where they
+were, Ctrl-C moves nothing and the next run resumes, keys skip BuildKit entirely."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.integration.harness import ROOT, run_cli
+from tests.unit.minimal_matrix import MINIMAL
+
+REPO = "stagecraft-it/six"
+
+
+@pytest.fixture
+def six_project(project, client):
+    """A scratch project whose images are stagecraft-it/six:<version>-cpu; its final tags
+    are removed afterwards (stage images stay, as a user's would)."""
+    path = project(MINIMAL.replace("repository: example/fw", f"repository: {REPO}"))
+    yield path
+    for image in client.images.list(name=REPO):
+        for tag in image.tags:
+            client.images.remove(tag, noprune=True)
+
+
+def _cli(path: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return run_cli("--matrix", str(path), *args, timeout=timeout, cwd=path.parent)
+
+
+def _image_id(client, ref: str) -> str | None:
+    try:
+        return client.images.get(ref).id
+    except Exception:  # noqa: BLE001 - docker.errors.ImageNotFound
+        return None
+
+
+def test_ca_bundle_is_in_no_layer_history_or_label(six_project, client, tmp_path):
+    marker = f"stagecraft-secret-marker-{uuid.uuid4().hex}"
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text(Path("/etc/ssl/certs/ca-certificates.crt").read_text() + f"\n# {marker}\n")
+    # A new constraint makes the runtime stage new, so pip really runs with the secret.
+    text = six_project.read_text().replace(
+        'build: {python: ["3.11"]}', f'build: {{python: ["3.11"]}}\n      constraints: ["six==1.16.0"]')
+    six_project.write_text(text)
+    proc = _cli(six_project, "--tag", "1.16.0-cpu", "--ca-bundle", str(bundle))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"CA bundle: {bundle}" in proc.stderr, proc.stderr[:500]
+    ref = f"{REPO}:1.16.0-cpu"
+    blob = b"".join(client.images.get(ref).save(named=True))
+    needle = marker.encode()
+    assert needle not in blob, "marker found in the saved image (a layer, the config or the manifest)"
+    with tarfile.open(fileobj=io.BytesIO(blob)) as outer:
+        for member in outer.getmembers():
+            if member.name.endswith("layer.tar"):
+                data = outer.extractfile(member).read()
+                assert needle not in data, f"marker in layer {member.name}"
+    history = json.dumps(client.api.history(ref))
+    attrs = json.dumps(client.api.inspect_image(ref))
+    assert marker not in history and marker not in attrs, "marker in history, labels or env"
+    assert "/run/secrets/pip-ca" in history, "the secret mount is not in the build steps"
+
+
+def test_failure_leaves_tags_and_unrelated_images(six_project, client):
+    ok = _cli(six_project, "--all")
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    before = _image_id(client, f"{REPO}:1.16.0-cpu")
+    alias_before = _image_id(client, f"{REPO}:1.16.0")
+    assert before and before == alias_before
+    # Break six-1's runtime stage (a pin pip cannot satisfy); change six-2 so it rebuilds.
+    text = six_project.read_text().replace(
+        'build: {python: ["3.11"]}', 'build: {python: ["3.11"]}\n      constraints: ["six==0.0.404"]')
+    text = text.replace('      version: "1.17.0"\n', '      version: "1.17.0"\n      constraints: ["six==1.17.0"]\n')
+    six_project.write_text(text)
+    proc = _cli(six_project, "--all", "--jobs", "2")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert re.search(r"1\.16\.0-cpu\s+FAILED: build failed .*; log: \S+\.log", proc.stderr), proc.stderr[-2000:]
+    log = re.search(r"log: (\S+\.log)", proc.stderr).group(1)
+    assert Path(log).is_file() and "0.0.404" in Path(log).read_text(), log
+    assert _image_id(client, f"{REPO}:1.16.0-cpu") == before, "a failed build moved the tag"
+    assert _image_id(client, f"{REPO}:1.16.0") == before, "a failed build moved the alias"
+    assert _image_id(client, f"{REPO}:1.17.0-cpu"), "an unrelated image was not built"
+
+
+def test_interrupt_moves_no_tag_and_the_next_run_resumes(six_project, client):
+    text = six_project.read_text().replace(
+        '      version: "1.17.0"\n',
+        f'      version: "1.17.0"\n      constraints: ["six==1.17.0", "setuptools<{90 + uuid.uuid4().int % 9}"]\n')
+    six_project.write_text(text)
+    assert _image_id(client, f"{REPO}:1.17.0-cpu") is None
+    argv = [sys.executable, str(ROOT / "build.py"), "--matrix", str(six_project), "--tag", "1.17.0-cpu"]
+    proc = subprocess.Popen(argv, cwd=six_project.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    seen = ""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        seen += line
+        if re.search(r"runtime@\w+ \[\d/\d\] RUN", line):
+            break
+    assert "runtime@" in seen, seen[-2000:]
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    seen += err
+    assert proc.returncode == 130, seen[-2000:]
+    assert "interrupted: no tag was moved" in seen, seen[-1000:]
+    assert _image_id(client, f"{REPO}:1.17.0-cpu") is None, "a tag landed on a half-built image"
+    again = _cli(six_project, "--tag", "1.17.0-cpu")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert re.search(r"base@\w+ already built", again.stderr), again.stderr[-2000:]
+    assert _image_id(client, f"{REPO}:1.17.0-cpu")
+
+
+def test_existing_keys_skip_buildkit(six_project, client):
+    first = _cli(six_project, "--all")
+    assert first.returncode == 0, first.stderr[-3000:]
+    again = _cli(six_project, "--all", "--json")
+    assert again.returncode == 0
+    report = json.loads(again.stdout)
+    assert {s["status"] for s in report["stages"]} == {"cached"}, report["stages"]
+    assert "load build definition" not in again.stderr, "BuildKit was called for a built key"
+    plan = _cli(six_project, "plan", "--all", "--json")
+    assert all(s["built"] for s in json.loads(plan.stdout)["stages"])
+
+
+def test_bad_input_creates_no_image(six_project, client):
+    before = {i.id for i in client.images.list(all=True)}
+    cases = [["--tag", "9.9.9"], ["--tag", "1.16.0-cpu", "--jobs", "0"],
+             ["--tag", "1.16.0-cpu", "--ca-bundle", "/nope.pem"]]
+    broken = six_project.parent / "broken.yaml"
+    broken.write_text(six_project.read_text().replace("framework: [six-1, six-2]", "framework: [six-1, six-3]"))
+    cases.append(["--matrix", str(broken), "--all"])
+    for args in cases:
+        proc = run_cli(*(["--matrix", str(six_project)] if "--matrix" not in args else []), *args,
+                       cwd=six_project.parent)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1, (args, proc.stderr)
+    assert {i.id for i in client.images.list(all=True)} == before, "bad input created an image"
