@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 log() { printf 'setup: %s\n' "$*" >&2; }
 
 want_apt=()
-python3 -c 'import docker, jinja2, yaml, jsonschema, pytest, testinfra, pynvml' 2>/dev/null || {
+{ python3 -c 'import docker, jinja2, yaml, jsonschema, pytest, testinfra, pynvml' 2>/dev/null && command -v hadolint >/dev/null; } || {
   log "installing Python dependencies (pip install -e '.[test]')"
   python3 -m pip install -q -e '.[test]'
 }
