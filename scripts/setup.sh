@@ -14,10 +14,14 @@ cd "$(dirname "$0")/.."
 log() { printf 'setup: %s\n' "$*" >&2; }
 
 want_apt=()
-{ python3 -c 'import docker, jinja2, yaml, jsonschema, pytest, testinfra, pynvml' 2>/dev/null && command -v hadolint >/dev/null; } || {
+# Python dependencies: reinstalled when pyproject.toml changes (a stamp holds its hash).
+stamp=.stagecraft/setup-python.sha256
+want=$(python3 -c 'import hashlib,sys; print(hashlib.sha256(open("pyproject.toml","rb").read()).hexdigest() + " " + sys.executable)')
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! python3 -c 'import docker, jinja2, yaml, jsonschema, pytest, testinfra, pynvml' 2>/dev/null; then
   log "installing Python dependencies (pip install -e '.[test]')"
   python3 -m pip install -q -e '.[test]'
-}
+  mkdir -p .stagecraft && printf '%s\n' "$want" > "$stamp"
+fi
 
 engine_answers() {
   for c in /usr/bin/docker "$(command -v docker || true)"; do

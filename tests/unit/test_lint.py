@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from tests.unit.test_golden import SPECS, rendered
 
-HADOLINT = shutil.which("hadolint")
+# Beside the interpreter first: a fresh pyenv has no shim until `pyenv rehash`.
+_BESIDE = Path(sys.executable).parent / "hadolint"
+HADOLINT = str(_BESIDE) if _BESIDE.exists() else shutil.which("hadolint")
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=[s.tag for s in SPECS])
