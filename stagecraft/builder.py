@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from .bases import ensure_base
+from . import cache
 from .cabundle import SECRET_ID, CABundle
 from .engine import Engine
 from .errors import BuildError
@@ -87,6 +88,8 @@ class BuildOptions:
     state_dir: Path
     jobs: int = 1
     ca_bundle: CABundle | None = None
+    cache_from: cache.CacheSpec | None = None
+    cache_to: cache.CacheSpec | None = None
 
 
 def _proxy_args() -> dict[str, str]:
@@ -123,6 +126,10 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
     pending = dict(plan.nodes)
     order = list(plan.nodes)
 
+    uses_buildx = engine.uses_buildx if (opts.cache_from or opts.cache_to) else False
+    cache_args = {key: cache.stage_args(uses_buildx, opts.cache_from, opts.cache_to, node.stage, key)
+                  for key, node in plan.nodes.items()}  # raises InputError before any build
+
     def run_node(node: StageNode) -> StageResult:
         found = engine.image_id(node.image_ref)
         if found:
@@ -134,10 +141,11 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
             try:
                 with tempfile.TemporaryDirectory(prefix="stagecraft-ctx-") as tmp:
                     ctx = _stage_context(node, root, Path(tmp) / "context")
+                    ca = cache_args[node.key]
                     image_id = engine.build(
                         ctx / "Dockerfile", ctx, log_path, Path(tmp) / "iid", secrets,
                         on_step=lambda s: say(f"  {node.stage}@{short} {s[:110]}"),
-                        build_args=build_args)
+                        build_args={**build_args, **dict(ca.build_args)}, extra_args=ca.args)
                 break
             except BuildError as exc:
                 if attempt == TRANSIENT_TRIES or not TRANSIENT_RE.search(str(exc)):
@@ -145,6 +153,9 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
                 say(f"  {node.stage}@{short} engine error, trying again ({attempt}/{TRANSIENT_TRIES}): "
                     f"{str(exc)[:120]}")
         engine.tag(image_id, node.image_ref)
+        if cache_args[node.key].push_ref:  # classic client: the inline cache travels in the image
+            engine.tag(image_id, cache_args[node.key].push_ref)
+            engine.push_image(cache_args[node.key].push_ref)
         return StageResult(node.key, node.stage, "built", image_id,
                            time.monotonic() - t0, str(log_path))
 

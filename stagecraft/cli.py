@@ -57,6 +57,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="CA bundle for pip inside builds (default: found in the environment "
                         "and pip.conf); passed as a BuildKit secret only")
     p.add_argument("--no-ca-bundle", action="store_true", help="do not pass any CA bundle")
+    p.add_argument("--cache-from", metavar="SPEC",
+                   help="import build cache per stage key: type=local,dir=PATH or "
+                        "type=registry,ref=HOST/REPO")
+    p.add_argument("--cache-to", metavar="SPEC", help="export build cache per stage key (same forms)")
     p.add_argument("--test", action="store_true", help="after building, run the testinfra suites")
     p.add_argument("--state-dir", default=None,
                    help="logs, test records (default: .stagecraft/ beside matrix.yaml)")
@@ -174,6 +178,10 @@ def cmd_build(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) 
     if args.jobs < 1:
         raise InputError.one(f"--jobs {args.jobs}", "must be at least 1", "pass --jobs 1 or more")
     bundle = find_ca_bundle(args.ca_bundle, args.no_ca_bundle)
+    from . import cache
+
+    cache_from = cache.parse(args.cache_from, "--cache-from") if args.cache_from else None
+    cache_to = cache.parse(args.cache_to, "--cache-to") if args.cache_to else None
     if args.dry_run:
         return cmd_plan(matrix, chosen, args)
     engine = Engine()
@@ -183,7 +191,8 @@ def cmd_build(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) 
          f"{engine.builder.describe()}; CA bundle: "
          f"{f'{bundle.path} ({bundle.origin})' if bundle else 'none'}")
     report = build_plan(engine, plan, matrix.root,
-                        BuildOptions(repository, _state_dir(matrix, args), args.jobs, bundle), _say)
+                        BuildOptions(repository, _state_dir(matrix, args), args.jobs, bundle,
+                                     cache_from, cache_to), _say)
     tests: dict[str, Any] = {}
     if args.test:
         from .testing import run_suites

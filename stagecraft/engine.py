@@ -149,7 +149,7 @@ class Engine:
 
     def build(self, dockerfile: Path, context: Path, log_path: Path, iidfile: Path,
               secrets: dict[str, Path], on_step: Callable[[str], None] | None = None,
-              build_args: dict[str, str] | None = None) -> str:
+              build_args: dict[str, str] | None = None, extra_args: Iterable[str] = ()) -> str:
         """Build one Dockerfile with BuildKit; returns the image id.
 
         The full plain-progress output goes to ``log_path``; each step's first line is
@@ -163,6 +163,7 @@ class Engine:
             argv += ["--secret", f"id={sid},src={src}"]
         for k, v in sorted((build_args or {}).items()):
             argv += ["--build-arg", f"{k}={v}"]
+        argv += list(extra_args)
         argv.append(str(context))
         env = {**os.environ, **dict(b.env)}
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -189,6 +190,22 @@ class Engine:
             last = next((t for t in reversed(tail) if "ERROR" in t or "error" in t), tail[-1] if tail else "")
             raise BuildError(f"build failed (exit {rc}): {last.strip()[:300]}; log: {log_path}")
         return iidfile.read_text().strip()
+
+    @property
+    def uses_buildx(self) -> bool:
+        """True when builds go through ``docker buildx build``."""
+        return self.builder.argv[0] == "buildx"
+
+    def push_image(self, ref: str) -> None:
+        """Push ``ref`` with the credentials of the Docker config. Raises BuildError with
+        the registry's message (never the credentials)."""
+        repo, tag = ref.rsplit(":", 1)
+        try:
+            for event in self.client.api.push(repo, tag, stream=True, decode=True):
+                if "error" in event:
+                    raise BuildError(f"push of {ref} failed: {event['error']}")
+        except docker.errors.DockerException as exc:
+            raise BuildError(f"push of {ref} failed: {_short(exc)}") from None
 
     def remove(self, ref: str) -> None:
         """Remove an image reference if present (the image stays while other names hold it)."""
