@@ -189,8 +189,8 @@ def tag_dockerfile(matrix: Matrix, spec: ImageSpec, stages: list[RenderedStage],
     """The full multi-stage Dockerfile of one tag (no ``# syntax=`` line: the engine's
     embedded frontend is used). Build it with the project directory as context:
     ``docker build -f Dockerfile.<tag> --target <last stage> .``"""
-    head = (f"# {matrix.repository}:{spec.tag}, rendered by stagecraft from "
-            f"matrix.yaml ({spec.where}).\n"
+    head = (f"# {matrix.repository}:{spec.tag}, rendered by stagecraft from matrix.yaml "
+            f"(image group {spec.group!r}).\n"
             f"# Build: DOCKER_BUILDKIT=1 docker build -f THIS_FILE -t {matrix.repository}:"
             f"{spec.tag} [--secret id=pip-ca,src=CA_BUNDLE] PROJECT_DIR\n")
     parts = [head]
