@@ -32,11 +32,11 @@ def plan_env(choice: Any, probes: Mapping[str, Any], kernel_sets: Sequence[Mappi
         else:
             out[k] = str(v)
     nv = probes.get("nvidia")
-    if choice.device != "nvidia" and (
-            any(s.get("device") == "nvidia" for s in kernel_sets) or (nv is not None and nv.state != "absent")):
-        if env.get("CUDA_VISIBLE_DEVICES") != "":
-            out["CUDA_VISIBLE_DEVICES"] = ""
-            notes.append("GPUs hidden from the framework: CUDA_VISIBLE_DEVICES=''")
+    gpus_around = any(s.get("device") == "nvidia" for s in kernel_sets) or (
+        nv is not None and nv.state != "absent")
+    if choice.device != "nvidia" and gpus_around and env.get("CUDA_VISIBLE_DEVICES") != "":
+        out["CUDA_VISIBLE_DEVICES"] = ""
+        notes.append("GPUs hidden from the framework: CUDA_VISIBLE_DEVICES=''")
     cpu = probes.get("cpu")
     if cpu is not None and cpu.effective_cpus < cpu.online:
         n = str(cpu.effective_cpus)

@@ -16,6 +16,14 @@ Environment (outputs, for CMD): the chosen set's env, CUDA_VISIBLE_DEVICES="" on
 non-NVIDIA choice, thread-pool sizes (see envplan), STAGECRAFT_CHOSEN,
 STAGECRAFT_REPORT_PATH.
 
+Hiding on fallback covers NVIDIA only: when the choice is not an NVIDIA set, GPUs are
+hidden with CUDA_VISIBLE_DEVICES="" (an empty list exposes no device to CUDA). Kunlun
+(XPU_VISIBLE_DEVICES), Ascend (ASCEND_RT_VISIBLE_DEVICES), AMD (HIP_VISIBLE_DEVICES /
+ROCR_VISIBLE_DEVICES) and Cambricon (MLU_VISIBLE_DEVICES) devices are left visible on a
+CPU fallback: a framework built for them may still try to open them. Their "hide all"
+spellings differ and have not been checked against those runtimes; until they are, set
+the variable yourself, or STAGECRAFT_DEVICE=cpu and the runtime's own variable.
+
 Exit codes: CMD's own (we exec it); 78 when no kernel set can run here or strict mode
 refuses (probes.select.EXIT_REFUSED); 2 for a bad override; 127 CMD not found; 126 CMD
 not executable. No CMD: exec /bin/bash, else /bin/sh. If the entrypoint itself fails
@@ -58,7 +66,7 @@ def load_image(env: Mapping[str, str], root: str) -> dict[str, Any] | None:
     except (OSError, ValueError) as exc:
         raise ValueError(f"{path}: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("kernel_sets", []), list):
-        raise ValueError(f"{path}: expected an object with a kernel_sets list")
+        raise ValueError(f"{path}: expected an object with a kernel_sets list")  # noqa: TRY004 - one error type for a bad file
     return data
 
 
@@ -178,8 +186,8 @@ def start(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     path = runtime.write(json.dumps(report, indent=1, sort_keys=True), env)
     if choice.refused:
         _say(report["line"])
-        if choice.passed_over and not choice.message.startswith("no kernel set"):
-            for ps in choice.passed_over:
+        for ps in choice.passed_over:  # what the message does not say already
+            if ps.reason not in choice.message:
                 _say(f"  {ps.name}: {ps.reason}")
         _say(f"full report: {path}" if path else "no writable runtime dir for the report")
         return int(choice.exit_code)

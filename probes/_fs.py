@@ -71,7 +71,7 @@ def run_tool(argv: list[str], timeout_s: float) -> tuple[int | None, str]:
 
     try:
         cp = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, timeout=max(timeout_s, 0.05))
+                            stderr=subprocess.STDOUT, timeout=max(timeout_s, 0.05), check=False)
     except subprocess.TimeoutExpired:
         return None, f"timed out after {timeout_s:.1f} s"
     except OSError as exc:

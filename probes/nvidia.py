@@ -43,8 +43,8 @@ _INIT_ERRORS = {
     12: (UNUSABLE, "NVML library libnvidia-ml.so.1 not found"),
     15: (UNUSABLE, "GPU is lost (NVML: GPU is lost); the host needs attention"),
     17: (UNUSABLE, "the operating system blocked NVML (NVML: Operating System)"),
-    18: (UNUSABLE, "driver/library version mismatch (NVML: RM version mismatch): "
-                   "driver upgraded without reboot, or a stale libnvidia-ml in the image"),
+    18: (UNUSABLE, ("driver/library version mismatch (NVML: RM version mismatch): "
+                    "driver upgraded without reboot, or a stale libnvidia-ml in the image")),
 }
 
 
@@ -136,7 +136,7 @@ def _query(nv: Any) -> dict[str, Any]:
     finally:
         try:
             nv.nvmlShutdown()
-        except Exception:  # noqa: BLE001 - shutting down is best effort
+        except Exception:  # noqa: BLE001, S110 - shutting down is best effort
             pass
 
 
@@ -200,7 +200,7 @@ def _result(root: str, raw: dict[str, Any], nodes: list[tuple[int, str]], ctl: b
         good.append(Device(index=g["index"], name=g["name"], uuid=g["uuid"],
                            arch=f"{g['cc'][0]}.{g['cc'][1]}", memory_bytes=g["memory"],
                            node=f"/dev/nvidia{g['index']}", mig=g["mig"], mig_uuids=g["migs"]))
-    base = dict(family="nvidia", driver_version=driver, api_version=api)
+    base = {"family": "nvidia", "driver_version": driver, "api_version": api}
     if not raw["gpus"]:
         state = UNUSABLE if nodes else ABSENT
         return DeviceProbe(state=state, reason="NVML answers but reports 0 GPUs", notes=tuple(notes), **base)

@@ -105,8 +105,27 @@ def gpu_kernel_path(cc: str, sass: Sequence[str], ptx: Sequence[str]) -> str | N
     return None
 
 
-def _dev_label(d: Any) -> str:
-    return f"GPU {d.index} ({d.name}, cc {d.arch})"
+def _ranges(nums: Sequence[int]) -> str:
+    """[0, 1, 2, 3, 5] -> ``"0-3,5"``."""
+    out: list[str] = []
+    xs = sorted(nums)
+    i = 0
+    while i < len(xs):
+        j = i
+        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
+            j += 1
+        out.append(str(xs[i]) if i == j else f"{xs[i]}-{xs[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def _group_label(devs: Sequence[Any]) -> str:
+    """GPUs grouped by model: ``"GPU 0-7: 8x NVIDIA H200"``, ``"GPU 1: Tesla K40m"``."""
+    by: dict[str, list[int]] = {}
+    for d in devs:
+        by.setdefault(d.name or "GPU", []).append(d.index)
+    return "; ".join(f"GPU {_ranges(ix)}: {f'{len(ix)}x ' if len(ix) > 1 else ''}{name}"
+                     for name, ix in by.items())
 
 
 def check_nvidia(req: Mapping[str, Any], p: Any) -> tuple[bool, str, list[str]]:
@@ -122,10 +141,12 @@ def check_nvidia(req: Mapping[str, Any], p: Any) -> tuple[bool, str, list[str]]:
     none = [d for d in p.devices if paths[d.index] is None]
     if none:
         built = f"SASS {', '.join(sass) or 'none'}; PTX {', '.join(ptx) or 'none'}"
-        return False, (f"{', '.join(_dev_label(d) for d in none)} has no kernels in this set ({built}); "
-                       "hide it with CUDA_VISIBLE_DEVICES to use the others"
-                       if len(none) < len(p.devices) else
-                       f"{', '.join(_dev_label(d) for d in none)} has no kernels in this set ({built})"), []
+        ccs = "/".join(sorted({d.arch for d in none}, key=_cc))
+        reason = f"no kernels for cc {ccs} ({_group_label(none)}) in this set ({built})"
+        if len(none) < len(p.devices):
+            ok = [d.uuid or str(d.index) for d in p.devices if paths[d.index] is not None]
+            reason += f"; to use the others, set CUDA_VISIBLE_DEVICES={','.join(ok)}"
+        return False, reason, []
     jit = [d for d in p.devices if paths[d.index] == "ptx"]
     cuda = str(req.get("cuda", ""))
     need = str(req.get("min_driver", ""))
@@ -139,15 +160,16 @@ def check_nvidia(req: Mapping[str, Any], p: Any) -> tuple[bool, str, list[str]]:
         elif compat and drv >= parse_version(compat):
             return False, (f"driver {p.driver_version} < {need}{cuda_s}: minor-version compatibility "
                            f"(>= {compat}) does not cover PTX JIT, which "
-                           f"{', '.join(_dev_label(d) for d in jit)} needs; upgrade the driver to >= {need}"), []
+                           f"{_group_label(jit)} needs; upgrade the driver to >= {need}"), []
         else:
             tail = f" (minor-version compatibility needs >= {compat} and a PTX-free path)" if compat else ""
             return False, f"driver {p.driver_version} < {need}{cuda_s}{tail}", []
     if cuda and p.api_version and parse_version(p.api_version)[:1] < parse_version(cuda)[:1]:
         return False, f"the driver supports CUDA {p.api_version}, older than this set's CUDA {cuda}", []
-    for d in jit:
-        warnings.append(f"{_dev_label(d)} has no native kernels: PTX {', '.join(ptx)} is JIT-compiled "
-                        "at start-up (can take minutes; keep CUDA_CACHE_PATH on a volume)")
+    if jit:
+        ccs = "/".join(sorted({d.arch for d in jit}, key=_cc))
+        warnings.append(f"no native kernels for cc {ccs} ({_group_label(jit)}): PTX {', '.join(ptx)} is "
+                        "JIT-compiled at start-up (can take minutes; keep CUDA_CACHE_PATH on a volume)")
     return True, "", warnings
 
 

@@ -42,7 +42,7 @@ def run(tmp_path: Path, cmd: list[str], *, cpuinfo: str = "linux-rhel7-haswell",
                  "STAGECRAFT_REPORT": str(tmp_path / "run" / "report.json")})
     base.update(env or {})
     return subprocess.run([sys.executable, str(script), *cmd], capture_output=True, text=True,
-                          env=base, timeout=60, stdin=subprocess.DEVNULL)
+                          env=base, timeout=60, stdin=subprocess.DEVNULL, check=False)
 
 
 def test_exit_code_preserved(tmp_path: Path) -> None:
