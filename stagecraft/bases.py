@@ -15,9 +15,10 @@ import platform
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from .errors import BuildError, InputError
 
@@ -77,7 +78,7 @@ def base_image(component: dict[str, Any], source: str | None = None) -> BaseImag
                      include=include, arch=arch)
 
 
-def ensure_base(engine: "Engine", base: BaseImage, log: Callable[[str], None]) -> str:
+def ensure_base(engine: Engine, base: BaseImage, log: Callable[[str], None]) -> str:
     """Make ``base`` exist in the engine; returns its image id. Reuses an existing one.
 
     Raises ``BuildError`` when debootstrap or the pull fails, or ``InputError`` when
@@ -93,7 +94,7 @@ def ensure_base(engine: "Engine", base: BaseImage, log: Callable[[str], None]) -
     return _bootstrap(engine, base, log)
 
 
-def _bootstrap(engine: "Engine", base: BaseImage, log: Callable[[str], None]) -> str:
+def _bootstrap(engine: Engine, base: BaseImage, log: Callable[[str], None]) -> str:
     if shutil.which("debootstrap") is None:
         raise InputError.one(f"base {base.name}", "debootstrap is not installed",
                              "run `make setup` (apt-get install debootstrap) or use --base-source pull")

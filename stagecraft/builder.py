@@ -14,13 +14,13 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
-from .bases import ensure_base
 from . import cache
+from .bases import ensure_base
 from .cabundle import SECRET_ID, CABundle
 from .engine import Engine
 from .errors import BuildError

@@ -7,9 +7,17 @@
     python build.py plan [--tag T | --all]        stages: built, to build, order
     python build.py test [--tag T | --all]        testinfra suites against built images
     python build.py doctor                        the engine and BuildKit path found
+    python build.py probe [--tag T] [--json]      this host's hardware; the best tag for it
+                                                  (no Docker; STAGECRAFT_PROBE_ROOT=DIR, test/debug
+                                                  only, probes DIR instead of /)
+    python build.py push [--tag T | --all] [--registry HOST:PORT]
+                                                  push tested images, then their aliases
+    python build.py matrix [--format github|json] the CI job matrix (one entry per tag)
+    python build.py bake [-o docker-bake.json]    a bake file: each stage a target
 
 Progress and logs go to stderr; results (built ``repo:tag`` lines, or JSON with
-``--json``) to stdout. Exit status: 0 ok, 1 a build or test failed, 2 bad input.
+``--json``) to stdout. Exit status: 0 ok, 1 a build, test or push failed, 2 bad input
+(an untested or test-failed image refused by `push` is bad input: nothing is pushed).
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from .errors import EXIT_FAILED, EXIT_INPUT, EXIT_OK, BuildError, InputError
 from .expand import ImageSpec, expand, resolve
 from .matrix import Matrix, load_matrix
 
-COMMANDS = ("build", "render", "plan", "test", "list", "doctor")
+COMMANDS = ("build", "render", "plan", "test", "list", "doctor", "push", "matrix", "bake", "probe")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -64,7 +72,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--test", action="store_true", help="after building, run the testinfra suites")
     p.add_argument("--state-dir", default=None,
                    help="logs, test records (default: .stagecraft/ beside matrix.yaml)")
-    p.add_argument("-o", "--output", help="`render`: write the Dockerfile here")
+    p.add_argument("-o", "--output", help="`render`: write the Dockerfile here; `bake`: the bake file")
+    p.add_argument("--push", action="store_true",
+                   help="after building and testing (implies --test), push what passed")
+    p.add_argument("--registry", help="`push`: registry HOST[:PORT] (default: from matrix)")
+    p.add_argument("--retries", type=int, default=3,
+                   help="`push`: retries of a transient failure, with backoff (default: 3)")
+    p.add_argument("--format", choices=("github", "json"), default="json",
+                   help="`matrix`: github (a strategy matrix object) or json (default)")
+    p.add_argument("--cache", metavar="SPEC",
+                   help="`bake`: cache per stage key: type=gha, type=local,dir=PATH or "
+                        "type=registry,ref=HOST/REPO")
     return p
 
 
@@ -182,6 +200,11 @@ def cmd_build(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) 
 
     cache_from = cache.parse(args.cache_from, "--cache-from") if args.cache_from else None
     cache_to = cache.parse(args.cache_to, "--cache-to") if args.cache_to else None
+    if args.push:  # pushes only what passed its tests: check the registry before building
+        from .publish import resolve_registry
+
+        resolve_registry(args.registry, matrix.registry)
+        args.test = True
     if args.dry_run:
         return cmd_plan(matrix, chosen, args)
     engine = Engine()
@@ -203,17 +226,26 @@ def cmd_build(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) 
                 _say(f"testing {img.ref} ({len(spec.tests)} suites)")
                 tests[img.tag] = run_suites(engine, matrix, spec, img.ref, _state_dir(matrix, args))
                 _say(f"  {'passed' if tests[img.tag].passed else 'FAILED'} {tests[img.tag].counts}")
-    _summary(report, tests, args)
     ok = report.ok and all(t.passed for t in tests.values())
+    pushed: dict[str, Any] | None = None
+    if args.push:
+        if ok:
+            run = _push(engine, matrix, chosen, args, repository)
+            pushed, ok = run.to_json(), run.ok
+        else:
+            _say("not pushed: a build or its tests failed; nothing was moved")
+            ok = False
+    _summary(report, tests, args, {"push": pushed} if args.push else None)
     return EXIT_OK if ok else EXIT_FAILED
 
 
-def _summary(report: Any, tests: dict[str, Any], args: argparse.Namespace) -> None:
+def _summary(report: Any, tests: dict[str, Any], args: argparse.Namespace,
+             extra: dict[str, Any] | None = None) -> None:
     if args.json:
         _emit_json({"seconds": round(report.seconds, 1),
                     "images": [{**asdict(i), **({"test": asdict(tests[i.tag])} if i.tag in tests else {})}
                                for i in report.images],
-                    "stages": [asdict(s) for s in report.stages.values()]})
+                    "stages": [asdict(s) for s in report.stages.values()], **(extra or {})})
     built = sum(s.status == "built" for s in report.stages.values())
     cached = sum(s.status == "cached" for s in report.stages.values())
     _say(f"\n{'tag':<32} {'image id':<19} {'size':>9} {'stages':>14} {'time':>8}")
@@ -262,6 +294,95 @@ def cmd_test(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) -
     return EXIT_OK if all(r.passed for r in results) else EXIT_FAILED
 
 
+def _push(engine: Any, matrix: Matrix, chosen: list[ImageSpec], args: argparse.Namespace,
+          repository: str) -> Any:
+    """Gate, push and verify ``chosen``; returns the run manifest (``publish.RunManifest``).
+    Raises ``InputError`` when an image is refused (nothing pushed)."""
+    from .publish import EngineDaemon, RetryPolicy, gate, publish, resolve_registry
+
+    if args.retries < 0:
+        raise InputError.one(f"--retries {args.retries}", "must be 0 or more", "pass --retries 3")
+    registry = resolve_registry(args.registry, matrix.registry)
+    daemon = EngineDaemon(engine)
+    state = _state_dir(matrix, args)
+    candidates = gate(daemon, chosen, repository, state)
+    _say(f"stagecraft: pushing {len(candidates)} image(s) to {registry}/{repository} "
+         "(tags first, aliases after every tag is verified)")
+    try:
+        run = publish(daemon, candidates, registry, repository, state, _say,
+                      RetryPolicy(attempts=args.retries + 1))
+    except KeyboardInterrupt:
+        print("interrupted: layers already uploaded stay in the registry and no alias was "
+              "moved; run push again to resume", file=sys.stderr)
+        raise SystemExit(130) from None
+    _say(f"\n{'reference':<56} {'digest':<20} {'in registry':>11}  test record")
+    for img in run.images:
+        for ref in [img.push, *img.aliases]:
+            state_word = img.digest[:19] if ref.status == "pushed" else ref.status.upper()
+            _say(f"{ref.ref:<56} {state_word:<20} {img.size / 1e6:>8.0f} MB  "
+                 f"{img.test.sha256[7:19]} {img.test.counts}")
+            if ref.error:
+                _say(f"  {ref.error}")
+    _say(f"{sum(i.status == 'pushed' for i in run.images)}/{len(run.images)} image(s) pushed and "
+         f"verified in {run.seconds:.1f} s; run manifest {run.path}")
+    return run
+
+
+def cmd_push(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) -> int:
+    from .engine import Engine
+
+    chosen = _select(specs, args, default_all=False)
+    repository = args.repository or matrix.repository
+    run = _push(Engine(), matrix, chosen, args, repository)
+    if args.json:
+        _emit_json(run.to_json())
+    else:
+        for img in run.images:
+            for ref in [img.push, *img.aliases]:
+                if ref.status == "pushed":
+                    print(f"{ref.ref}@{ref.digest}")
+    return EXIT_OK if run.ok else EXIT_FAILED
+
+
+def _bake_plan(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace):
+    from .plan import make_plan
+
+    bases = {s.base["name"]: base_image(s.base, args.base_source or
+                                        ("pull" if "pull" in s.base else None)) for s in specs}
+    return make_plan(matrix, specs, bases, sourceinfo.revision(matrix.root),
+                     sourceinfo.created(matrix.root))
+
+
+def cmd_matrix(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) -> int:
+    """The CI job matrix, from the same plan as ``bake`` (bases pulled by digest)."""
+    from .ci import ci_matrix, github_matrix
+
+    plan = _bake_plan(matrix, _select(specs, args, default_all=True), args)
+    if args.format == "github":  # one line: it goes into $GITHUB_OUTPUT
+        sys.stdout.write(json.dumps(github_matrix(plan), sort_keys=True,
+                                    separators=(",", ":")) + "\n")
+    else:
+        _emit_json({"repository": args.repository or matrix.repository,
+                    "registry": args.registry or matrix.registry, "images": ci_matrix(plan)})
+    return EXIT_OK
+
+
+def cmd_bake(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) -> int:
+    from .ci import bake_file, parse_bake_cache
+
+    plan = _bake_plan(matrix, _select(specs, args, default_all=True), args)
+    doc = bake_file(plan, args.repository or matrix.repository, args.registry or matrix.registry,
+                    parse_bake_cache(args.cache))
+    text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    if args.output:
+        Path(args.output).write_text(text)
+        _say(f"wrote {args.output}: {len(doc['target'])} targets, "
+             f"{len(doc['group']['default']['targets'])} tagged")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
 def cmd_doctor(matrix: Matrix | None, args: argparse.Namespace) -> int:
     from .cabundle import find_ca_bundle
     from .engine import Engine
@@ -280,6 +401,46 @@ def cmd_doctor(matrix: Matrix | None, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_probe(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) -> int:
+    """Probe this host as the entrypoint would (no Docker needed) and name the tag of the
+    matrix (or of ``--tag``) whose kernel sets suit it best. Exit 0, or 1 when no image
+    can run here. STAGECRAFT_PROBE_ROOT=DIR (test/debug only) reads /proc, /sys and /dev
+    under DIR instead of the host's."""
+    import os
+
+    from probes.report import best_tag, format_probes, host_report, probes_from_dict
+    from probes.select import choose
+
+    from . import kernels
+
+    chosen = _select(specs, args, default_all=True)
+    root = os.environ.get("STAGECRAFT_PROBE_ROOT") or "/"
+    report = host_report(root)
+    images = [{"tag": s.tag, "kernel_sets": kernels.complete(s.framework, s.components)} for s in chosen]
+    tag, why = best_tag(report, images)
+    probes = probes_from_dict(report["probes"])
+    rows = []
+    for img in images:
+        c = choose(probes, img["kernel_sets"])
+        rows.append({"tag": img["tag"], "kernel_set": c.name or None, "device": c.device or None,
+                     "fallback": c.fallback, "refused": c.refused, "message": c.message,
+                     "warnings": list(c.warnings)})
+    repository = args.repository or matrix.repository
+    best = {"tag": tag, "ref": f"{repository}:{tag}" if tag else None, "why": why}
+    if args.json:
+        _emit_json({"host": report, "images": rows, "best": best})
+    else:
+        print("\n".join(format_probes(report["probes"])))
+        width = max(len(r["tag"]) for r in rows)
+        print("\nkernel set each image would choose here:")
+        for r in rows:
+            what = (f"refused: {r['message']}" if r["refused"]
+                    else r["kernel_set"] + (f" ({r['message']})" if r["fallback"] else ""))
+            print(f"  {r['tag']:<{width}}  {what}")
+        print(f"\nbest tag: {best['ref']} ({why})" if tag else f"\nno tag fits: {why}")
+    return EXIT_OK if tag else EXIT_FAILED
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``build.py``; returns the exit status."""
     args = _parser().parse_args(argv)
@@ -291,7 +452,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.list or args.command == "list":
             return cmd_list(matrix, specs, args)
         handler = {"render": cmd_render, "plan": cmd_plan, "test": cmd_test,
-                   "build": cmd_build}[args.command]
+                   "build": cmd_build, "push": cmd_push, "matrix": cmd_matrix,
+                   "bake": cmd_bake, "probe": cmd_probe}[args.command]
         return handler(matrix, specs, args)
     except InputError as exc:
         for problem in exc.problems:

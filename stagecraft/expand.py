@@ -63,7 +63,7 @@ class ImageSpec:
 
 def _combinations(group: Group) -> list[dict[str, str | None]]:
     axes = list(group.axes)
-    combos = [dict(zip(axes, values)) for values in itertools.product(*group.axes.values())]
+    combos = [dict(zip(axes, values, strict=True)) for values in itertools.product(*group.axes.values())]
     kept = [c for c in combos
             if not any(all(c.get(k) == v for k, v in ex.items()) for ex in group.exclude)]
     for inc in group.include:

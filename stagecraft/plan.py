@@ -21,8 +21,14 @@ from .bases import BaseImage
 from .errors import InputError
 from .expand import ImageSpec
 from .matrix import Matrix
-from .render import (RenderedStage, final_labels, label_instruction, render_stages,
-                     stage_dockerfile, tag_dockerfile)
+from .render import (
+    RenderedStage,
+    final_labels,
+    label_instruction,
+    render_stages,
+    stage_dockerfile,
+    tag_dockerfile,
+)
 
 KEY_VERSION = "stagecraft-stage-key-v1"
 STAGE_REPOSITORY = "stagecraft-stage"

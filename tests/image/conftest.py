@@ -42,7 +42,7 @@ def labels(image_attrs: dict[str, Any]) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def py(host, spec):  # noqa: ANN001 - testinfra's host fixture
+def py(host, spec):
     """Run Python code in the container with the image's own python; returns stdout.
     Fails the test (with the tag in the message) when the code exits non-zero."""
 

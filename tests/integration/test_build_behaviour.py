@@ -52,7 +52,7 @@ def test_ca_bundle_is_in_no_layer_history_or_label(six_project, client, tmp_path
     bundle.write_text(Path("/etc/ssl/certs/ca-certificates.crt").read_text() + f"\n# {marker}\n")
     # A new constraint makes the runtime stage new, so pip really runs with the secret.
     text = six_project.read_text().replace(
-        'build: {python: ["3.11"]}', f'build: {{python: ["3.11"]}}\n      constraints: ["six==1.16.0"]')
+        'build: {python: ["3.11"]}', 'build: {python: ["3.11"]}\n      constraints: ["six==1.16.0"]')
     six_project.write_text(text)
     proc = _cli(six_project, "--tag", "1.16.0-cpu", "--ca-bundle", str(bundle))
     assert proc.returncode == 0, proc.stderr[-3000:]

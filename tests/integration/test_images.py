@@ -15,7 +15,7 @@ def test_suites_pass(tag, built):
         pytest.skip(SKIPPED[tag])
     proc = run_cli("test", "--tag", tag, timeout=1800)
     assert proc.returncode == 0, f"{tag}: suites failed:\n{proc.stderr[-6000:]}"
-    assert f"PASS" in proc.stdout, proc.stdout
+    assert "PASS" in proc.stdout, proc.stdout
 
 
 def test_second_build_builds_nothing(built):

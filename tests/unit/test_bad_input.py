@@ -12,7 +12,6 @@ import re
 import pytest
 
 from stagecraft.cli import main
-
 from tests.unit.minimal_matrix import MINIMAL
 
 # (id, text to replace in MINIMAL, replacement, expected fragment, and a text on the line

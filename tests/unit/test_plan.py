@@ -37,7 +37,7 @@ def test_real_matrix_has_the_promised_tags():
     assert deb13.base["python"] == "3.13"
 
 
-@pytest.mark.parametrize("query,tag", [("2.6.2", "2.6.2-cpu"), ("2.6.2-c", "2.6.2-cpu"),
+@pytest.mark.parametrize("query,tag", [("2.6.2", "2.6.2-cpu"), ("2.6.2-cpu-j", "2.6.2-cpu-jupyter"),
                                        ("3.3.1-cpu", "3.3.1-cpu-debian12"),
                                        ("3.3.1-cpu-debian13", "3.3.1-cpu-debian13")])
 def test_resolve_aliases_and_prefixes(query, tag):
