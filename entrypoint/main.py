@@ -242,23 +242,9 @@ def format_report(data: Mapping[str, Any], path: str | None) -> str:
         out.append(f"note: {n}")
     for k, v in sorted((data.get("env_set") or {}).items()):
         out.append(f"env: {k}={v}")
-    for fam, pr in (data.get("probes") or {}).items():
-        line = f"{fam:7s} {pr.get('state', '?'):9s}"
-        if pr.get("reason"):
-            line += f" {pr['reason']}"
-        if fam == "cpu":
-            line += (f" {pr.get('model', '')} [{pr.get('arch', '')}"
-                     + (f" x86-64-v{pr['isa_level']}" if pr.get("isa_level") else "")
-                     + f"] online {pr.get('online')} cpuset {pr.get('cpuset')} quota {pr.get('quota_cpus')}"
-                     f" -> {pr.get('effective_cpus')} CPUs; memory limit {pr.get('memory_limit_bytes')}")
-        for d in pr.get("devices", []):
-            line += f"\n          [{d['index']}] {d.get('name', '')} {d.get('arch', '')} {d.get('uuid', '')}".rstrip()
-        if pr.get("driver_version"):
-            line += f"\n          driver {pr['driver_version']}" + (
-                f", CUDA driver API {pr['api_version']}" if pr.get("api_version") else "")
-        for n in pr.get("notes", []):
-            line += f"\n          note: {n}"
-        out.append(line)
+    from probes.report import format_probes
+
+    out += format_probes(data.get("probes") or {})
     return "\n".join(out)
 
 

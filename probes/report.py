@@ -1,7 +1,9 @@
 """Reports: probe results as JSON-ready dicts, and the host side of ``build.py probe``.
 
 ``host_report(root)`` probes every family and returns a dict;
-``best_tag(report, images)`` names the matrix tag whose kernel sets suit this host best.
+``best_tag(report, images)`` names the matrix tag whose kernel sets suit this host best;
+``format_probes(probes)`` is a person's view of the probes (the entrypoint's report and
+``build.py probe`` both print it).
 """
 from __future__ import annotations
 
@@ -39,6 +41,30 @@ def probes_from_dict(data: Mapping[str, Any]) -> dict[str, Any]:
             fields["devices"] = tuple(devs)
             fields["notes"] = tuple(fields.get("notes", ()))
             out[fam] = DeviceProbe(**fields)
+    return out
+
+
+def format_probes(probes: Mapping[str, Any]) -> list[str]:
+    """A person's view of probe dicts (probes_to_dict's shape): one entry per family,
+    its devices, driver and notes on indented lines."""
+    out: list[str] = []
+    for fam, pr in probes.items():
+        line = f"{fam:7s} {pr.get('state', '?'):9s}"
+        if pr.get("reason"):
+            line += f" {pr['reason']}"
+        if fam == "cpu":
+            line += (f" {pr.get('model', '')} [{pr.get('arch', '')}"
+                     + (f" x86-64-v{pr['isa_level']}" if pr.get("isa_level") else "")
+                     + f"] online {pr.get('online')} cpuset {pr.get('cpuset')} quota {pr.get('quota_cpus')}"
+                     f" -> {pr.get('effective_cpus')} CPUs; memory limit {pr.get('memory_limit_bytes')}")
+        for d in pr.get("devices", []):
+            line += f"\n          [{d['index']}] {d.get('name', '')} {d.get('arch', '')} {d.get('uuid', '')}".rstrip()
+        if pr.get("driver_version"):
+            line += f"\n          driver {pr['driver_version']}" + (
+                f", CUDA driver API {pr['api_version']}" if pr.get("api_version") else "")
+        for n in pr.get("notes", []):
+            line += f"\n          note: {n}"
+        out.append(line)
     return out
 
 
