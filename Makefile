@@ -4,11 +4,13 @@
 #   make test                unit tests, then every image built once and validated
 #   make lint                ruff, hadolint on every rendered Dockerfile, actionlint
 #   make golden              regenerate the rendered-Dockerfile golden files
+#   make push TAG=2.6.2-cpu REGISTRY=host:port  push a tested image, then its aliases
+#   make bake                docker-bake.json for buildx (each stage a target)
 #   make bench               benchmarks (see BENCHMARKS.md)
 PYTHON ?= python3
 TAG ?= 2.6.2-cpu
 
-.PHONY: setup image test unit lint golden bench
+.PHONY: setup image test unit lint golden bench push bake
 setup:
 	bash scripts/setup.sh
 
@@ -23,10 +25,16 @@ test: setup
 
 lint:
 	$(PYTHON) -m ruff check stagecraft probes entrypoint tests bench build.py
-	$(PYTHON) -m pytest tests/unit/test_lint.py -q
+	$(PYTHON) -m pytest tests/unit/test_lint.py tests/unit/test_ci.py::test_workflows_pass_actionlint -q
 
 golden:
 	STAGECRAFT_UPDATE_GOLDEN=1 $(PYTHON) -m pytest tests/unit/test_golden.py -q
 
 bench: setup
 	$(PYTHON) bench/run.py
+
+push:
+	$(PYTHON) build.py push --tag $(TAG) $(if $(REGISTRY),--registry $(REGISTRY))
+
+bake:
+	$(PYTHON) build.py bake -o docker-bake.json

@@ -318,13 +318,14 @@ def _push(engine: Any, matrix: Matrix, chosen: list[ImageSpec], args: argparse.N
     _say(f"\n{'reference':<56} {'digest':<20} {'in registry':>11}  test record")
     for img in run.images:
         for ref in [img.push, *img.aliases]:
-            state_word = img.digest[:19] if ref.status == "pushed" else ref.status.upper()
-            _say(f"{ref.ref:<56} {state_word:<20} {img.size / 1e6:>8.0f} MB  "
-                 f"{img.test.sha256[7:19]} {img.test.counts}")
-            if ref.error:
-                _say(f"  {ref.error}")
+            pushed = ref.status == "pushed"
+            size = f"{img.size / 1e6:>8.0f} MB" if pushed else f"{'-':>11}"
+            _say(f"{ref.ref:<56} {ref.digest[:19] if pushed else ref.status.upper():<20} {size}"
+                 f"  {img.test.sha256[7:19]} {img.test.counts}")
     _say(f"{sum(i.status == 'pushed' for i in run.images)}/{len(run.images)} image(s) pushed and "
          f"verified in {run.seconds:.1f} s; run manifest {run.path}")
+    if run.error:
+        _say(f"failed: {run.error}")
     return run
 
 

@@ -1,0 +1,708 @@
+"""Publish tested images to a registry: canonical tags first, verified, then aliases.
+
+``python build.py push --tag 2.6.2-cpu --registry HOST[:PORT]`` (or ``--push`` on a build)
+goes through four steps, each of which can stop the run:
+
+1. **Gate.** Every chosen tag must be built (``<repository>:<tag>`` in the engine) and
+   its *current image id* must have a passing test record
+   (``<state>/test-records/<image id>.json``, written by ``python build.py test``).
+   Otherwise nothing is pushed and ``InputError`` is raised: one line per refused tag,
+   exit status 2, since the user fixes it by running the tests (as ``test`` treats an
+   image that is not built).
+2. **Canonical tags.** Each image is tagged ``<registry>/<repository>:<tag>`` in the
+   engine and pushed by the daemon (``POST /images/{name}/push``). The daemon's stream
+   ends with ``aux: {"Tag", "Digest", "Size"}``: the digest of the manifest it uploaded.
+3. **Verification.** The registry's own manifest is fetched over the Docker Registry
+   HTTP API v2 (``GET /v2/<name>/manifests/<tag>``, https://distribution.github.io/
+   distribution/spec/api/): its ``Docker-Content-Digest`` header, the SHA-256 of the
+   bytes served, the digest the daemon reported and the image's local ``RepoDigests``
+   entry must all be equal.
+4. **Aliases.** Only once every canonical tag an alias points to is pushed *and*
+   verified is the alias pushed (a manifest upload: its layers are already there) and
+   verified the same way. A failed canonical tag leaves its aliases where they were.
+
+Transient failures (HTTP 5xx, connection reset or refused, timeouts, EOF) are retried
+with exponential backoff (``RetryPolicy``); authentication and authorization failures are
+not (retrying a wrong password only locks accounts) and stop the run at once.
+
+Credentials come from the standard Docker client configuration (``$DOCKER_CONFIG`` or
+``~/.docker/config.json``: ``auths``, ``credsStore``, ``credHelpers``) through the Docker
+SDK (``docker.auth``), both for the daemon's push and for the verification requests. They
+are never printed, logged or written to the run manifest: error messages carry the
+registry's error text, never a request header.
+
+Every run writes a manifest, ``<state>/runs/<UTC timestamp>.json`` (also the ``--json``
+output): per tag the registry reference, digest, aliases, compressed size in the registry
+(bytes), local size (bytes), layers uploaded and skipped, attempts, and the test record
+it was gated on with the SHA-256 of that record file.
+
+Why the record's digest is in the run manifest and not in an image label: a label is
+part of the image config, so adding one after testing makes a new image id (and a new
+manifest digest) that was never tested; the test record is keyed by the id it tested.
+The image keeps its build-time labels (source revision, matrix group and selection:
+``render.final_labels``); the run manifest ties that image's pushed digest to the record.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import ipaddress
+import json
+import re
+import time
+import urllib.parse
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol
+
+import requests
+
+from .errors import BuildError, InputError, Problem
+from .expand import ImageSpec
+from .testing import load_record, record_path
+
+# Media types a registry may hold for an image; the v2 schema 2 manifest first, as the
+# daemon (Docker 20.10) pushes it. https://distribution.github.io/distribution/spec/manifest-v2-2/
+MANIFEST_TYPES = (
+    "application/vnd.docker.distribution.manifest.v2+json",
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+    "application/vnd.oci.image.index.v1+json",
+)
+DOCKER_HUB = ("docker.io", "index.docker.io", "registry-1.docker.io")
+
+_AUTH_RE = re.compile(r"unauthori[sz]ed|authentication required|denied|forbidden|"
+                      r"no basic auth credentials|incorrect username or password|"
+                      r"\b401\b|\b403\b", re.IGNORECASE)
+_TRANSIENT_RE = re.compile(r"\b5\d\d\b|connection reset|connection refused|broken pipe|"
+                           r"timeout|timed out|unexpected eof|\beof\b|"
+                           r"temporarily unavailable|too many requests|\b429\b|"
+                           r"service unavailable|bad gateway|no route to host", re.IGNORECASE)
+
+
+class PublishError(BuildError):
+    """A push or a verification failed for good (exit status 1). ``kind`` is ``auth``,
+    ``transient`` (retries exhausted), ``digest`` (registry disagrees) or ``fatal``."""
+
+    def __init__(self, message: str, kind: str = "fatal"):
+        super().__init__(message)
+        self.kind = kind
+
+
+def classify(message: str) -> str:
+    """``auth``, ``transient`` or ``fatal`` for an error text of the daemon or registry.
+
+    Authentication wins over transience: ``401 ... timeout`` is not retried.
+    """
+    if _AUTH_RE.search(message):
+        return "auth"
+    if _TRANSIENT_RE.search(message):
+        return "transient"
+    return "fatal"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """``attempts`` in all (1 = no retry); delay before retry n (1-based) is
+    ``min(base_s * factor ** (n - 1), max_s)`` seconds."""
+
+    attempts: int = 4
+    base_s: float = 1.0
+    factor: float = 2.0
+    max_s: float = 30.0
+
+    def delays(self) -> list[float]:
+        """Seconds slept before each retry, in order (``attempts - 1`` of them)."""
+        return [min(self.base_s * self.factor ** i, self.max_s) for i in range(self.attempts - 1)]
+
+
+def with_retries(fn: Callable[[], Any], policy: RetryPolicy, what: str,
+                 say: Callable[[str], None], sleep: Callable[[float], None] = time.sleep
+                 ) -> tuple[Any, int]:
+    """Call ``fn`` until it returns; returns ``(result, attempts used)``.
+
+    ``fn`` raises ``PublishError``: kind ``transient`` is retried after the policy's
+    delays; any other kind, or a transient one after the last attempt, is raised.
+    """
+    delays = policy.delays()
+    for attempt in range(1, policy.attempts + 1):
+        try:
+            return fn(), attempt
+        except PublishError as exc:
+            if exc.kind != "transient" or attempt == policy.attempts:
+                if exc.kind == "transient" and policy.attempts > 1:
+                    raise PublishError(f"{exc} (gave up after {attempt} attempts)",
+                                       "transient") from None
+                raise
+            delay = delays[attempt - 1]
+            say(f"  {what}: {exc}; retrying in {delay:.0f} s ({attempt}/{policy.attempts})")
+            sleep(delay)
+    raise AssertionError("unreachable")
+
+
+# ---------------------------------------------------------------------------------------
+# The registry over HTTP (API v2), for verification.
+
+def _loopback(host: str) -> bool:
+    name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def api_host(registry: str) -> str:
+    """Host[:port] serving the v2 API for ``registry`` (Docker Hub's is registry-1)."""
+    return "registry-1.docker.io" if registry in DOCKER_HUB else registry
+
+
+def api_repository(registry: str, repository: str) -> str:
+    """Repository name as the registry knows it (Docker Hub prefixes ``library/``)."""
+    if registry in DOCKER_HUB and "/" not in repository:
+        return f"library/{repository}"
+    return repository
+
+
+class RegistryClient:
+    """Read-only client of one registry's HTTP API v2.
+
+    ``credentials`` is the Docker SDK's resolved auth entry (``username``/``password``
+    or ``IdentityToken``) or None. ``insecure`` allows plain HTTP after HTTPS fails, as
+    the daemon does for registries in its insecure list (127.0.0.0/8 by default).
+    Handles both challenges of ``WWW-Authenticate``: ``Basic`` (htpasswd) and ``Bearer``
+    (token servers, https://distribution.github.io/distribution/spec/auth/token/).
+    Methods raise ``PublishError`` (kind ``auth``, ``transient`` or ``fatal``); no
+    message contains a credential.
+    """
+
+    def __init__(self, registry: str, credentials: dict[str, Any] | None = None,
+                 insecure: bool = False, timeout_s: float = 30.0,
+                 session: requests.Session | None = None):
+        self.registry = registry
+        self.host = api_host(registry)
+        self._creds = credentials or {}
+        self.insecure = insecure
+        self.timeout_s = timeout_s
+        self._session = session or requests.Session()
+        self._scheme: str | None = None
+        self._auth_header: dict[str, str] = {}
+
+    def __repr__(self) -> str:  # never the credentials
+        return f"RegistryClient({self.registry!r}, insecure={self.insecure})"
+
+    def _basic(self) -> str | None:
+        user, password = self._creds.get("username"), self._creds.get("password")
+        if not user or password is None:
+            return None
+        return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+    def _schemes(self) -> list[str]:
+        if self._scheme:
+            return [self._scheme]
+        return ["https", "http"] if self.insecure else ["https"]
+
+    def _send(self, method: str, url: str, headers: dict[str, str]) -> requests.Response:
+        try:
+            return self._session.request(method, url, headers=headers, timeout=self.timeout_s,
+                                         allow_redirects=True)
+        except requests.exceptions.SSLError as exc:
+            raise PublishError(f"TLS to {self.host} failed ({type(exc).__name__})", "tls") from None
+        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
+            reason = "timeout" if isinstance(exc, requests.exceptions.Timeout) else "connection refused or reset"
+            raise PublishError(f"{self.host}: {reason}", "transient") from None
+
+    def _token(self, challenge: str, scope_hint: str) -> str:
+        params = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
+        realm = params.pop("realm", "")
+        if not realm:
+            raise PublishError(f"{self.host}: Bearer challenge without realm", "fatal")
+        params.setdefault("scope", scope_hint)
+        headers = {}
+        basic = self._basic()
+        if basic:
+            headers["Authorization"] = basic
+        token = self._creds.get("IdentityToken") or self._creds.get("identitytoken")
+        if token:  # an OAuth refresh token from `docker login` with an identity provider
+            resp = self._session.post(realm, data={"grant_type": "refresh_token",
+                                                   "refresh_token": token, **params},
+                                      timeout=self.timeout_s)
+        else:
+            resp = self._session.get(realm, params=params, headers=headers,
+                                     timeout=self.timeout_s)
+        if resp.status_code in (401, 403):
+            raise PublishError(f"{self.host}: token server refused the credentials "
+                               f"(HTTP {resp.status_code})", "auth")
+        if resp.status_code >= 500:
+            raise PublishError(f"{self.host}: token server HTTP {resp.status_code}", "transient")
+        if resp.status_code != 200:
+            raise PublishError(f"{self.host}: token server HTTP {resp.status_code}", "fatal")
+        body = resp.json()
+        value = body.get("token") or body.get("access_token")
+        if not value:
+            raise PublishError(f"{self.host}: token server gave no token", "fatal")
+        return f"Bearer {value}"
+
+    def request(self, method: str, path: str, scope: str,
+                headers: dict[str, str] | None = None) -> requests.Response:
+        """One request to ``/v2/...``, answering one auth challenge. Raises
+        ``PublishError`` for 401/403 (auth), 5xx/429 and network errors (transient)."""
+        last: PublishError | None = None
+        for scheme in self._schemes():
+            url = f"{scheme}://{self.host}{path}"
+            try:
+                resp = self._send(method, url, {**(headers or {}), **self._auth_header})
+            except PublishError as exc:
+                if exc.kind == "tls" and scheme == "https" and self.insecure:
+                    last = exc
+                    continue
+                if exc.kind == "tls":
+                    raise PublishError(str(exc), "fatal") from None
+                raise
+            self._scheme = scheme
+            if resp.status_code == 401 and not self._auth_header:
+                challenge = resp.headers.get("WWW-Authenticate", "")
+                if challenge.lower().startswith("bearer"):
+                    self._auth_header = {"Authorization": self._token(challenge, scope)}
+                elif challenge.lower().startswith("basic") and self._basic():
+                    self._auth_header = {"Authorization": self._basic() or ""}
+                else:
+                    raise PublishError(f"{self.host}: authentication required and no "
+                                       f"credentials for it in the Docker config", "auth")
+                resp = self._send(method, url, {**(headers or {}), **self._auth_header})
+            if resp.status_code in (401, 403):
+                raise PublishError(f"{self.host}: {_registry_error(resp)} (HTTP "
+                                   f"{resp.status_code})", "auth")
+            if resp.status_code >= 500 or resp.status_code == 429:
+                raise PublishError(f"{self.host}: HTTP {resp.status_code}", "transient")
+            return resp
+        raise last or PublishError(f"{self.host}: unreachable", "transient")
+
+    def manifest(self, repository: str, reference: str) -> tuple[str, bytes, str]:
+        """``(digest, body, media type)`` of ``repository:reference``; the digest is the
+        SHA-256 of the bytes served, checked against ``Docker-Content-Digest``.
+        Raises ``PublishError`` (kind ``fatal`` for 404 or a digest disagreement)."""
+        name = api_repository(self.registry, repository)
+        resp = self.request("GET", f"/v2/{name}/manifests/{urllib.parse.quote(reference)}",
+                            f"repository:{name}:pull", {"Accept": ", ".join(MANIFEST_TYPES)})
+        if resp.status_code == 404:
+            raise PublishError(f"{self.registry}/{repository}:{reference} is not in the "
+                               f"registry ({_registry_error(resp)})", "fatal")
+        if resp.status_code != 200:
+            raise PublishError(f"{self.registry}/{repository}:{reference}: HTTP "
+                               f"{resp.status_code}", "fatal")
+        body = resp.content
+        digest = "sha256:" + hashlib.sha256(body).hexdigest()
+        header = resp.headers.get("Docker-Content-Digest")
+        if header and header != digest:
+            raise PublishError(f"{self.registry}/{repository}:{reference}: the registry says "
+                               f"{header} but serves bytes of {digest}", "digest")
+        return digest, body, resp.headers.get("Content-Type", "")
+
+    def tags(self, repository: str) -> list[str]:
+        """Tags of ``repository`` (``GET /v2/<name>/tags/list``); [] when it is unknown."""
+        name = api_repository(self.registry, repository)
+        resp = self.request("GET", f"/v2/{name}/tags/list", f"repository:{name}:pull")
+        if resp.status_code == 404:
+            return []
+        return list(resp.json().get("tags") or [])
+
+
+def _registry_error(resp: requests.Response) -> str:
+    try:
+        errors = resp.json().get("errors") or []
+        return "; ".join(f"{e.get('code', '')}: {e.get('message', '')}".strip(": ")
+                         for e in errors) or f"HTTP {resp.status_code}"
+    except ValueError:
+        return f"HTTP {resp.status_code}"
+
+
+def manifest_size(body: bytes) -> int:
+    """Bytes the image takes in the registry: config plus layers (compressed), from an
+    image manifest; 0 for an index."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return 0
+    return int(doc.get("config", {}).get("size", 0)) + sum(int(lay.get("size", 0))
+                                                            for lay in doc.get("layers", []))
+
+
+# ---------------------------------------------------------------------------------------
+# The daemon side.
+
+class Daemon(Protocol):
+    """What publishing needs of the engine (``EngineDaemon``; tests give a fake)."""
+
+    def image_id(self, ref: str) -> str | None: ...
+    def tag(self, image_id: str, repository: str, tag: str) -> None: ...
+    def push(self, repository: str, tag: str) -> Iterable[dict[str, Any]]: ...
+    def repo_digests(self, image_id: str) -> list[str]: ...
+    def labels(self, image_id: str) -> dict[str, str]: ...
+    def size(self, image_id: str) -> int: ...
+    def insecure(self, registry: str) -> bool: ...
+    def credentials(self, registry: str) -> dict[str, Any] | None: ...
+
+
+class EngineDaemon:
+    """``Daemon`` over an ``engine.Engine`` (the Docker SDK). The SDK reads the Docker
+    config once, at ``docker.from_env()``, and sends the registry's entry (helpers
+    resolved) as ``X-Registry-Auth`` with each push."""
+
+    def __init__(self, engine: Any):
+        self.engine = engine
+        self.api = engine.client.api
+
+    def image_id(self, ref: str) -> str | None:
+        return self.engine.image_id(ref)
+
+    def tag(self, image_id: str, repository: str, tag: str) -> None:
+        if not self.api.tag(image_id, repository, tag, force=True):
+            raise PublishError(f"could not tag {image_id[:19]} as {repository}:{tag}")
+
+    def push(self, repository: str, tag: str) -> Iterator[dict[str, Any]]:
+        import docker.errors
+
+        try:
+            yield from self.api.push(repository, tag=tag, stream=True, decode=True,
+                                     auth_config=None)
+        except docker.errors.APIError as exc:
+            text = str(exc.explanation or exc)
+            raise PublishError(f"push of {repository}:{tag}: {text}", classify(text)) from None
+        except requests.exceptions.ConnectionError:
+            raise PublishError(f"push of {repository}:{tag}: connection to the daemon reset",
+                               "transient") from None
+
+    def repo_digests(self, image_id: str) -> list[str]:
+        return list(self.api.inspect_image(image_id).get("RepoDigests") or [])
+
+    def labels(self, image_id: str) -> dict[str, str]:
+        return dict(self.api.inspect_image(image_id).get("Config", {}).get("Labels") or {})
+
+    def size(self, image_id: str) -> int:
+        return int(self.api.inspect_image(image_id).get("Size", 0))
+
+    def insecure(self, registry: str) -> bool:
+        """Whether the daemon talks plain HTTP to ``registry``: listed as not secure in
+        its ``IndexConfigs``, or an IP in ``InsecureRegistryCIDRs``."""
+        if _loopback(registry):
+            return True
+        cfg = self.engine.client.info().get("RegistryConfig", {})
+        index = cfg.get("IndexConfigs", {}).get(registry)
+        if index is not None:
+            return not index.get("Secure", True)
+        host = registry.rsplit(":", 1)[0]
+        try:
+            ip = ipaddress.ip_address(host)
+        except ValueError:
+            return False
+        return any(ip in ipaddress.ip_network(c) for c in cfg.get("InsecureRegistryCIDRs", []))
+
+    def credentials(self, registry: str) -> dict[str, Any] | None:
+        import docker.auth
+
+        return docker.auth.load_config().resolve_authconfig(registry)
+
+
+# ---------------------------------------------------------------------------------------
+# The run.
+
+@dataclass
+class TestGate:
+    """The record an image was allowed through on: ``record`` path, ``sha256`` of its
+    bytes, ``passed``, ``counts`` and ``recorded`` (Unix time)."""
+
+    __test__ = False  # not a pytest class
+
+    record: str
+    sha256: str
+    passed: bool
+    counts: dict[str, int]
+    recorded: float
+
+
+@dataclass
+class Candidate:
+    """An image allowed to go out: ``spec``, local ``ref`` and ``image_id``, its gate."""
+
+    spec: ImageSpec
+    ref: str
+    image_id: str
+    test: TestGate
+
+
+@dataclass
+class NamePush:
+    """One reference pushed: ``name`` (tag or alias), ``digest`` the daemon reported,
+    ``registry_digest``, ``verified``, ``attempts``, layers ``pushed``/``existed``,
+    ``size`` (bytes in the registry: config + compressed layers), ``seconds`` (wall
+    time) and ``error``."""
+
+    name: str
+    ref: str
+    status: str = "not pushed"
+    digest: str = ""
+    registry_digest: str = ""
+    verified: bool = False
+    attempts: int = 0
+    layers_pushed: int = 0
+    layers_existed: int = 0
+    size: int = 0
+    seconds: float = 0.0
+    error: str = ""
+
+
+@dataclass
+class ImagePush:
+    """One image of the run manifest: ``size`` is bytes in the registry (compressed
+    config + layers), ``image_size`` bytes in the engine (uncompressed)."""
+
+    tag: str
+    ref: str
+    image_id: str
+    status: str
+    digest: str
+    size: int
+    image_size: int
+    local_repo_digest: str
+    aliases: list[NamePush]
+    push: NamePush
+    test: TestGate
+    labels: dict[str, str]
+    registry: str
+
+
+@dataclass
+class RunManifest:
+    """What one push run did; written to ``<state>/runs/<run>.json``."""
+
+    run: str
+    registry: str
+    repository: str
+    started: str
+    seconds: float = 0.0
+    ok: bool = False
+    images: list[ImagePush] = field(default_factory=list)
+    path: str = ""
+    error: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest as JSON-ready data (schema 1)."""
+        return {"schema": 1, **asdict(self)}
+
+
+def resolve_registry(option: str | None, matrix_registry: str) -> str:
+    """``--registry`` if given, else matrix.yaml's ``registry``. Raises ``InputError``
+    when neither is set or the value is not ``host[:port]``."""
+    value = (option or matrix_registry or "").strip().rstrip("/")
+    if not value:
+        raise InputError.one("push", "no registry to push to",
+                             "pass --registry HOST[:PORT] or set `registry:` in matrix.yaml")
+    if "://" in value or "/" in value or not re.match(r"^[A-Za-z0-9.\-\[\]:]+$", value):
+        raise InputError.one(f"--registry {value}", "not a registry host",
+                             "give HOST or HOST:PORT, e.g. registry.example.com:5000")
+    return value
+
+
+def gate(daemon: Daemon, specs: list[ImageSpec], repository: str,
+         state_dir: Path) -> list[Candidate]:
+    """The images allowed out. Raises ``InputError`` (nothing pushed) naming every tag
+    that is not built, never tested in its current image id, or failed its tests."""
+    problems: list[Problem] = []
+    out: list[Candidate] = []
+    for spec in specs:
+        ref = f"{repository}:{spec.tag}"
+        image_id = daemon.image_id(ref)
+        if image_id is None:
+            problems.append(Problem(f"--tag {spec.tag}", f"{ref} is not built",
+                                    f"build and test it: python build.py --tag {spec.tag} --test"))
+            continue
+        record = load_record(state_dir, image_id)
+        short = image_id.split(":")[-1][:12]
+        if record is None:
+            problems.append(Problem(f"--tag {spec.tag}", f"refused: image {short} has no test "
+                                    "record (untested since it was built)",
+                                    f"run: python build.py test --tag {spec.tag}"))
+            continue
+        if not record.get("passed"):
+            problems.append(Problem(f"--tag {spec.tag}", f"refused: image {short} failed its "
+                                    f"tests {record.get('counts', {})}",
+                                    f"fix it and rerun: python build.py test --tag {spec.tag}"))
+            continue
+        path = record_path(state_dir, image_id)
+        out.append(Candidate(spec, ref, image_id, TestGate(
+            record=str(path), sha256="sha256:" + hashlib.sha256(path.read_bytes()).hexdigest(),
+            passed=True, counts=dict(record.get("counts", {})),
+            recorded=float(record.get("recorded", 0.0)))))
+    if problems:
+        raise InputError(problems)
+    return out
+
+
+def _push_once(daemon: Daemon, remote: str, name: str, progress: Callable[[str], None]
+               ) -> tuple[str, int, int]:
+    digest, pushed, existed = "", 0, 0
+    for ev in daemon.push(remote, name):
+        if "errorDetail" in ev or "error" in ev:
+            text = (ev.get("errorDetail") or {}).get("message") or str(ev.get("error"))
+            raise PublishError(f"push of {remote}:{name}: {text}", classify(text))
+        status = str(ev.get("status", ""))
+        if status == "Pushed":
+            pushed += 1
+            progress(f"layer {ev.get('id', '')} pushed")
+        elif status == "Layer already exists":
+            existed += 1
+        aux = ev.get("aux")
+        if isinstance(aux, dict) and aux.get("Digest"):
+            digest = str(aux["Digest"])
+    if not digest:
+        raise PublishError(f"push of {remote}:{name}: the daemon reported no digest", "transient")
+    return digest, pushed, existed
+
+
+def push_name(daemon: Daemon, registry_client: RegistryClient, image_id: str, remote: str,
+              repository: str, name: str, policy: RetryPolicy, say: Callable[[str], None],
+              sleep: Callable[[float], None] = time.sleep) -> NamePush:
+    """Tag ``image_id`` as ``remote:name``, push it and verify the registry's digest.
+
+    Returns a ``NamePush`` with status ``pushed`` (verified); raises ``PublishError``
+    after the policy's retries, or at once for an auth or digest error.
+    """
+    out = NamePush(name=name, ref=f"{remote}:{name}")
+    t0 = time.monotonic()
+    daemon.tag(image_id, remote, name)
+
+    def attempt() -> tuple[str, int, int, str, int]:
+        digest, pushed, existed = _push_once(daemon, remote, name, lambda s: say(f"  {s}"))
+        registry_digest, body, _ = registry_client.manifest(repository, name)
+        return digest, pushed, existed, registry_digest, manifest_size(body)
+
+    (digest, pushed, existed, registry_digest, size), attempts = with_retries(
+        attempt, policy, f"{remote}:{name}", say, sleep)
+    out.digest, out.registry_digest, out.size = digest, registry_digest, size
+    out.layers_pushed, out.layers_existed, out.attempts = pushed, existed, attempts
+    out.seconds = time.monotonic() - t0
+    if registry_digest != digest:
+        raise PublishError(f"{remote}:{name}: pushed {digest} but the registry serves "
+                           f"{registry_digest}", "digest")
+    out.verified, out.status = True, "pushed"
+    return out
+
+
+def auth_message(registry: str, exc: PublishError) -> str:
+    """The one line a user reads when ``registry`` refuses the credentials."""
+    reason = str(exc).rsplit(": ", 2)[-2:] if ": " in str(exc) else [str(exc)]
+    return (f"{registry} refused the credentials ({': '.join(reason)}); nothing further was "
+            f"pushed and no alias moved; log in with `docker login {registry}` (read from "
+            "$DOCKER_CONFIG or ~/.docker/config.json, credential helpers included)")
+
+
+def run_id(now: datetime | None = None) -> str:
+    """UTC timestamp naming a run: ``20260130T120501.123456Z`` (sortable)."""
+    return (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%S.%fZ")
+
+
+def publish(daemon: Daemon, candidates: list[Candidate], registry: str, repository: str,
+            state_dir: Path, say: Callable[[str], None], policy: RetryPolicy = RetryPolicy(),
+            registry_client: RegistryClient | None = None,
+            sleep: Callable[[float], None] = time.sleep) -> RunManifest:
+    """Push every candidate's tag, verify it, then push and verify the aliases.
+
+    Returns the run manifest (also written under ``<state>/runs/``); ``ok`` is False
+    when any reference failed. An authentication error stops the run at once: nothing
+    after it is pushed, and no alias moves.
+    """
+    t0 = time.monotonic()
+    started = datetime.now(timezone.utc)
+    run = RunManifest(run=run_id(started), registry=registry, repository=repository,
+                      started=started.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    remote = f"{registry}/{repository}"
+    client = registry_client or RegistryClient(registry, daemon.credentials(registry),
+                                               daemon.insecure(registry))
+    images: list[ImagePush] = []
+    stop = ""
+    for c in candidates:
+        labels = daemon.labels(c.image_id)
+        img = ImagePush(tag=c.spec.tag, ref=f"{remote}:{c.spec.tag}", image_id=c.image_id,
+                        status="not pushed", digest="", size=0, image_size=daemon.size(c.image_id),
+                        local_repo_digest="",
+                        aliases=[NamePush(a, f"{remote}:{a}") for a in c.spec.aliases],
+                        push=NamePush(c.spec.tag, f"{remote}:{c.spec.tag}"), test=c.test,
+                        labels={k: v for k, v in labels.items()
+                                if k.startswith(("org.opencontainers.image.revision",
+                                                 "org.opencontainers.image.source",
+                                                 "io.stagecraft."))},
+                        registry=registry)
+        images.append(img)
+    run.images = images
+    # Canonical tags first; each verified before the next phase.
+    for c, img in zip(candidates, images, strict=True):
+        if stop:
+            img.push.error = stop
+            continue
+        say(f"pushing {img.ref} ({img.image_size / 1e6:.0f} MB in the engine)")
+        try:
+            img.push = push_name(daemon, client, c.image_id, remote, repository, c.spec.tag,
+                                 policy, say, sleep)
+        except PublishError as exc:
+            img.push.status, img.push.error, img.status = "failed", str(exc), "failed"
+            say(f"  FAILED: {exc}")
+            if exc.kind == "auth":
+                stop = auth_message(registry, exc)
+            continue
+        img.digest = img.push.digest
+        wanted = f"{remote}@{img.digest}"
+        digests = daemon.repo_digests(c.image_id)
+        img.local_repo_digest = wanted if wanted in digests else ""
+        if not img.local_repo_digest:
+            img.push.status, img.status = "failed", "failed"
+            img.push.error = (f"{img.ref}: registry digest {img.digest} is not among the "
+                              f"image's RepoDigests {digests}")
+            say(f"  FAILED: {img.push.error}")
+            continue
+        img.size = img.push.size
+        img.status = "pushed"
+        say(f"  {img.digest} verified; {img.push.layers_pushed} layer(s) uploaded, "
+            f"{img.push.layers_existed} already there; {img.size / 1e6:.0f} MB in the registry; "
+            f"{img.push.seconds:.1f} s")
+    # Aliases: only on images whose canonical tag is pushed and verified.
+    for c, img in zip(candidates, images, strict=True):
+        for i, alias in enumerate(img.aliases):
+            if stop or img.status != "pushed":
+                alias.error = stop or f"not moved: {img.tag} was not pushed"
+                continue
+            try:
+                alias = img.aliases[i] = push_name(daemon, client, c.image_id, remote,
+                                                   repository, alias.name, policy, say, sleep)
+            except PublishError as exc:
+                alias.status, alias.error = "failed", str(exc)
+                say(f"  alias {alias.ref} FAILED: {exc}")
+                if exc.kind == "auth":
+                    stop = auth_message(registry, exc)
+                continue
+            if alias.digest != img.digest:
+                alias.status = "failed"
+                alias.error = f"alias digest {alias.digest} differs from {img.tag}'s {img.digest}"
+                say(f"  alias {alias.ref} FAILED: {alias.error}")
+                continue
+            say(f"  alias {alias.ref} -> {img.digest[:19]} verified")
+        if img.status == "pushed" and any(a.status != "pushed" for a in img.aliases):
+            img.status = "partial"
+    run.seconds = round(time.monotonic() - t0, 2)
+    run.ok = bool(images) and all(i.status == "pushed" for i in images)
+    run.error = stop
+    write_run(run, state_dir)
+    return run
+
+
+def write_run(run: RunManifest, state_dir: Path) -> Path:
+    """Write the run manifest to ``<state>/runs/<run>.json``; returns the path."""
+    path = state_dir / "runs" / f"{run.run}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    run.path = str(path)
+    path.write_text(json.dumps(run.to_json(), indent=2, sort_keys=True) + "\n")
+    return path

@@ -1,0 +1,342 @@
+"""Publishing against real registries: Debian's `docker-registry` (distribution 2.8),
+started here on 127.0.0.1 (free ports, filesystem storage in a temp dir), once plain and
+once with htpasswd basic auth.
+
+2.6.2-cpu is built (cached stages), tagged under a repository of its own
+(`stagecraft-pubtest/paddle`, so concurrent runs moving `stagecraft/paddle:*` do not
+disturb it) and tested once per session; it is pushed to each registry once: 768 MB in
+the engine, about 245 MB compressed, some 30 s to localhost.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import docker
+import pytest
+import requests
+
+from tests.integration.harness import ROOT, run_cli
+
+pytestmark = [pytest.mark.docker]
+
+REPO = "stagecraft-pubtest/paddle"
+TAG, ALIAS = "2.6.2-cpu", "2.6.2"
+USER, PASSWORD = "pusher", "Zq7-not-a-real-s3cret-91x"
+V2 = "application/vnd.docker.distribution.manifest.v2+json"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Registry:
+    """A `docker-registry serve` process; `stop()` and `start()` keep its storage."""
+
+    def __init__(self, root: Path, htpasswd: Path | None = None):
+        self.root = root
+        self.port = _free_port()
+        self.host = f"127.0.0.1:{self.port}"
+        self.storage = root / "storage"
+        auth = (f"auth:\n  htpasswd: {{realm: stagecraft-test, path: {htpasswd}}}\n"
+                if htpasswd else "")
+        self.config = root / "config.yml"
+        self.config.write_text(
+            "version: 0.1\nlog: {level: warn}\n"
+            f"storage:\n  filesystem: {{rootdirectory: {self.storage}}}\n"
+            f"http:\n  addr: {self.host}\n  secret: stagecraft-test\n{auth}")
+        self.proc: subprocess.Popen | None = None
+        self.auth = (USER, PASSWORD) if htpasswd else None
+
+    def start(self) -> None:
+        log = open(self.root / "registry.log", "ab")  # noqa: SIM115 - lives with the process
+        self.proc = subprocess.Popen(["docker-registry", "serve", str(self.config)],
+                                     stdout=log, stderr=log)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                requests.get(f"http://{self.host}/v2/", timeout=1)
+                return
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        raise RuntimeError(f"docker-registry did not answer on {self.host}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+    def tags(self, repo: str) -> list[str]:
+        r = requests.get(f"http://{self.host}/v2/{repo}/tags/list", auth=self.auth, timeout=10)
+        return [] if r.status_code == 404 else sorted(r.json().get("tags") or [])
+
+    def catalog(self) -> list[str]:
+        r = requests.get(f"http://{self.host}/v2/_catalog", auth=self.auth, timeout=10)
+        return r.json().get("repositories") or []
+
+    def digest(self, repo: str, ref: str) -> str:
+        r = requests.head(f"http://{self.host}/v2/{repo}/manifests/{ref}",
+                          headers={"Accept": V2}, auth=self.auth, timeout=10)
+        assert r.status_code == 200, f"{repo}:{ref}: HTTP {r.status_code}"
+        return r.headers["Docker-Content-Digest"]
+
+    def blobs(self) -> int:
+        return len(list((self.storage / "docker/registry/v2/blobs").glob("sha256/*/*/data")))
+
+
+def _bcrypt(password: str) -> str:
+    """A bcrypt hash (the only htpasswd form distribution accepts): `htpasswd -B` from
+    apache2-utils, else libxcrypt through Python's crypt module (<= 3.12)."""
+    if shutil.which("htpasswd"):
+        out = subprocess.run(["htpasswd", "-nbB", USER, password], check=True,
+                             capture_output=True, text=True).stdout
+        return out.strip().split(":", 1)[1]
+    try:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import crypt
+        return crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH))
+    except (ImportError, AttributeError):
+        pytest.fail("no bcrypt here: apt-get install apache2-utils (htpasswd)")
+
+
+def _registry(tmp_path_factory, name: str, auth: bool):
+    if not shutil.which("docker-registry"):
+        pytest.fail("docker-registry not installed: run `make setup` (Debian docker-registry)")
+    root = tmp_path_factory.mktemp(name)
+    htpasswd = None
+    if auth:
+        htpasswd = root / "htpasswd"
+        htpasswd.write_text(f"{USER}:{_bcrypt(PASSWORD)}\n")
+    reg = Registry(root, htpasswd)
+    reg.start()
+    return reg
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory):
+    reg = _registry(tmp_path_factory, "registry", auth=False)
+    yield reg
+    reg.stop()
+
+
+@pytest.fixture(scope="session")
+def auth_registry(tmp_path_factory):
+    reg = _registry(tmp_path_factory, "auth-registry", auth=True)
+    yield reg
+    reg.stop()
+
+
+@pytest.fixture(scope="session")
+def state(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("state")
+
+
+def _cli(*args: str, state: Path, env: dict[str, str] | None = None, timeout: float = 1800):
+    full = [*args, "--repository", REPO, "--state-dir", str(state)]
+    if env is None:
+        return run_cli(*full, timeout=timeout)
+    return subprocess.run([sys.executable, str(ROOT / "build.py"), *full], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **env})
+
+
+@pytest.fixture(scope="session")
+def paddle(client, state) -> str:
+    """2.6.2-cpu built as `stagecraft-pubtest/paddle:2.6.2-cpu` and tested; its image id."""
+    proc = _cli("--tag", TAG, "--test", "--json", state=state)
+    assert proc.returncode == 0, f"build/test of {TAG} failed:\n{proc.stderr[-3000:]}"
+    image_id = client.images.get(f"{REPO}:{TAG}").id
+    record = json.loads((state / "test-records" / f"{image_id.replace(':', '-')}.json").read_text())
+    assert record["passed"], record
+    return image_id
+
+
+@pytest.fixture(scope="session")
+def pushed(registry, paddle, state) -> dict:
+    """2.6.2-cpu pushed once, with an interruption: Ctrl-C (SIGINT) on the first push
+    once the registry holds a finished blob, then the push again. Returns
+    {"first": (rc, stderr, blobs at the interrupt), "run": the second run's JSON,
+    "stdout", "stderr", "seconds"}."""
+    argv = ["push", "--tag", TAG, "--registry", registry.host]
+    first = subprocess.Popen([sys.executable, str(ROOT / "build.py"), *argv, "--repository", REPO,
+                              "--state-dir", str(state)], cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while first.poll() is None and registry.blobs() == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    blobs_at_interrupt = registry.blobs()
+    interrupted = first.poll() is None
+    if interrupted:
+        first.send_signal(signal.SIGINT)
+    out, err = first.communicate(timeout=120)
+    time.sleep(1)  # the daemon notices the closed connection and cancels its upload
+    t0 = time.monotonic()
+    proc = _cli(*argv, "--json", state=state)
+    seconds = time.monotonic() - t0
+    assert proc.returncode == 0, f"push failed:\n{proc.stderr[-3000:]}"
+    return {"first": (first.returncode, err, blobs_at_interrupt, interrupted),
+            "run": json.loads(proc.stdout), "stdout": proc.stdout, "stderr": proc.stderr,
+            "seconds": seconds}
+
+
+def test_interrupted_push_resumes(pushed):
+    rc, err, blobs, interrupted = pushed["first"]
+    assert interrupted, "the first push finished before it could be interrupted"
+    assert rc == 130, f"interrupted push exited {rc}: {err[-800:]}"
+    assert "run push again to resume" in err
+    assert "Traceback" not in err, err[-2000:]
+    assert blobs >= 1
+    img = pushed["run"]["images"][0]
+    assert img["push"]["layers_existed"] >= 1, (
+        f"{TAG}: the resumed push re-uploaded every layer: {img['push']}")
+    assert img["push"]["layers_pushed"] + img["push"]["layers_existed"] >= 2
+
+
+def test_push_moves_tag_and_alias(pushed, registry, state):
+    run = pushed["run"]
+    assert run["ok"] and run["registry"] == registry.host, run
+    assert registry.tags(REPO) == sorted([TAG, ALIAS])
+    img = run["images"][0]
+    assert img["tag"] == TAG and img["status"] == "pushed"
+    assert [a["name"] for a in img["aliases"]] == [ALIAS]
+    assert img["aliases"][0]["status"] == "pushed" and img["aliases"][0]["verified"]
+    assert img["test"]["passed"] and img["test"]["sha256"].startswith("sha256:")
+    record = Path(img["test"]["record"]).read_bytes()
+    assert img["test"]["sha256"] == "sha256:" + hashlib.sha256(record).hexdigest()
+    assert img["labels"]["org.opencontainers.image.revision"]
+    assert img["labels"]["io.stagecraft.matrix.selection"].startswith("base=")
+    assert 50e6 < img["size"] < img["image_size"], img  # compressed in the registry
+    saved = json.loads(Path(run["path"]).read_text())
+    assert saved == run, "the run manifest on disk differs from --json"
+    assert Path(run["path"]).parent == state / "runs"
+
+
+def test_registry_digest_equals_local(pushed, registry, client, paddle):
+    img = pushed["run"]["images"][0]
+    remote_digest = registry.digest(REPO, TAG)
+    assert remote_digest == img["digest"] == img["push"]["registry_digest"]
+    assert registry.digest(REPO, ALIAS) == remote_digest, "alias points elsewhere"
+    repo_digests = client.api.inspect_image(paddle)["RepoDigests"]
+    assert f"{registry.host}/{REPO}@{remote_digest}" in repo_digests, repo_digests
+
+
+def test_pulled_back_into_clean_state_runs(pushed, registry, client, paddle):
+    """Every tag of the image is removed (so its id is gone from the engine), the alias
+    is pulled by registry reference, the same id comes back and runs; the tags return."""
+    tags = client.api.inspect_image(paddle)["RepoTags"]
+    try:
+        for t in tags:
+            client.images.remove(t, noprune=True)
+        with pytest.raises(docker.errors.ImageNotFound):
+            client.images.get(paddle)
+        pulled = client.images.pull(f"{registry.host}/{REPO}", tag=ALIAS)
+        assert pulled.id == paddle, "the pulled image is not the one tested"
+        out = client.containers.run(pulled.id, ["python", "-c", "import paddle; print(paddle.__version__)"],
+                                    environment={"STAGECRAFT_QUIET": "1"}, remove=True)
+        assert out.decode().strip().splitlines()[-1] == "2.6.2"
+    finally:
+        for t in tags:
+            repo, tag = t.rsplit(":", 1)
+            client.api.tag(paddle, repo, tag, force=True)
+
+
+def test_untested_image_refused(paddle, registry, client, state):
+    """A new image id (a rebuild after the tests ran) under the tag: refused, nothing moved."""
+    image, _ = client.images.build(fileobj=io.BytesIO(
+        f"FROM {paddle}\nLABEL io.stagecraft.test.rebuilt=yes\n".encode()), rm=True)
+    assert image.id != paddle
+    repo = "stagecraft-pubtest/untested"
+    image.tag(repo, TAG)
+    try:
+        proc = run_cli("push", "--tag", TAG, "--registry", registry.host, "--repository", repo,
+                       "--state-dir", str(state))
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "refused" in lines[0] and "no test record" in lines[0], lines
+        assert "python build.py test --tag 2.6.2-cpu" in lines[0]
+        assert proc.stdout == ""
+        assert repo not in registry.catalog() and registry.tags(repo) == []
+        # A failed record refuses too.
+        record = state / "test-records" / f"{image.id.replace(':', '-')}.json"
+        record.write_text(json.dumps({"passed": False, "counts": {"failed": 2}}))
+        proc = run_cli("push", "--tag", TAG, "--registry", registry.host, "--repository", repo,
+                       "--state-dir", str(state))
+        assert proc.returncode == 2 and "failed its tests" in proc.stderr, proc.stderr
+        assert registry.tags(repo) == []
+    finally:
+        client.images.remove(image.id, force=True)
+
+
+def _docker_config(tmp_path: Path, registry: str, password: str) -> dict[str, str]:
+    auth = base64.b64encode(f"{USER}:{password}".encode()).decode()
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "config.json").write_text(json.dumps({"auths": {registry: {"auth": auth}}}))
+    return {"DOCKER_CONFIG": str(tmp_path)}
+
+
+def test_bad_credentials_clear_error_nothing_moved(paddle, auth_registry, client, state, tmp_path):
+    repo = "stagecraft-pubtest/badcreds"
+    client.api.tag(paddle, repo, TAG)
+    client.api.tag(paddle, repo, ALIAS)
+    wrong = "wrong-" + PASSWORD
+    try:
+        env = _docker_config(tmp_path / "docker", auth_registry.host, wrong)
+        t0 = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, str(ROOT / "build.py"), "push", "--tag", TAG, "--registry",
+             auth_registry.host, "--repository", repo, "--state-dir", str(state)],
+            capture_output=True, text=True, timeout=600, env={**os.environ, **env}, cwd=ROOT)
+        seconds = time.monotonic() - t0
+        assert proc.returncode == 1, proc.stderr
+        errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("failed:")]
+        assert len(errors) == 1, proc.stderr
+        assert "refused the credentials" in errors[0] and "unauthorized" in errors[0]
+        assert f"docker login {auth_registry.host}" in errors[0]
+        assert "retrying" not in proc.stderr, "an auth error was retried"
+        assert "Traceback" not in proc.stderr
+        assert seconds < 120
+        for text in (proc.stdout, proc.stderr, *_state_texts(state)):
+            assert wrong not in text and PASSWORD not in text
+        assert auth_registry.tags(repo) == [], "a tag moved despite the refused credentials"
+        assert repo not in auth_registry.catalog()
+    finally:
+        for t in (TAG, ALIAS):
+            client.images.remove(f"{repo}:{t}", noprune=True)
+
+
+def test_build_push_with_credentials_from_docker_config(paddle, auth_registry, state, tmp_path):
+    """`--push` on a build: tests run, then the push, authenticated from DOCKER_CONFIG
+    (both the daemon's push and the HTTP API verification); the password is nowhere."""
+    env = _docker_config(tmp_path / "docker", auth_registry.host, PASSWORD)
+    proc = _cli("--tag", TAG, "--push", "--registry", auth_registry.host, "--json",
+                state=state, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    assert report["images"][0]["test"]["passed"]
+    run = report["push"]
+    assert run["ok"], run
+    assert auth_registry.tags(REPO) == sorted([TAG, ALIAS])
+    assert auth_registry.digest(REPO, TAG) == run["images"][0]["digest"]
+    for text in (proc.stdout, proc.stderr, *_state_texts(state)):
+        assert PASSWORD not in text, "the password leaked"
+
+
+def _state_texts(state: Path) -> list[str]:
+    return [p.read_text(errors="replace") for p in state.rglob("*")
+            if p.is_file() and p.stat().st_size < 5_000_000]
