@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import TypeVar
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
 
 class BudgetExceeded(Exception):

@@ -16,7 +16,12 @@ cpuset.cpus, memory.limit_in_bytes (a huge value = no limit).
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
+
+TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from probes._record import NamedTuple
 
 from probes import _fs
 

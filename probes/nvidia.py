@@ -63,11 +63,46 @@ def find_library(root: str, env: Mapping[str, str]) -> str | None:
     return None
 
 
+def _stub_ctypes_util() -> object | None:
+    """Put a stand-in ``ctypes.util`` in sys.modules while pynvml imports, and return it
+    (None when the real one is loaded already). pynvml does ``from ctypes.util import
+    find_library`` and never calls it (nvidia-ml-py 11 to 13); the real module imports
+    tempfile, shutil, subprocess and random: about 10 ms of a 60 ms start-up budget. The
+    stand-in's find_library loads the real module on first call, so it stays correct."""
+    import importlib
+    import sys
+    import types
+
+    if "ctypes.util" in sys.modules:
+        return None
+    stub = types.ModuleType("ctypes.util", "stand-in while pynvml imports (probes.nvidia)")
+
+    def find_library(name: str) -> str | None:
+        if sys.modules.get("ctypes.util") is stub:
+            del sys.modules["ctypes.util"]
+        return importlib.import_module("ctypes.util").find_library(name)  # type: ignore[no-any-return]
+
+    stub.find_library = find_library  # type: ignore[attr-defined]
+    sys.modules["ctypes.util"] = stub
+    return stub
+
+
 def _import_pynvml() -> Any:
-    """Import pynvml; under ``python -S`` (the entrypoint skips site for a faster start)
-    add the interpreter's (venv's) site-packages first, only now that NVML is needed:
-    just the directory (pynvml is one module, no .pth needed), else site.main().
-    Raises ImportError."""
+    """Import pynvml (with ctypes.util stubbed, see _stub_ctypes_util); under ``python -S``
+    (the entrypoint skips site for a faster start) add the interpreter's (venv's)
+    site-packages first, only now that NVML is needed: just the directory (pynvml is one
+    module, no .pth needed), else site.main(). Raises ImportError."""
+    import sys
+
+    stub = _stub_ctypes_util()
+    try:
+        return _import_pynvml_from_path()
+    finally:
+        if stub is not None and sys.modules.get("ctypes.util") is stub:
+            del sys.modules["ctypes.util"]
+
+
+def _import_pynvml_from_path() -> Any:
     try:
         import pynvml
     except ImportError:

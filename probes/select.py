@@ -22,12 +22,13 @@ EXIT_USAGE (2: an override names an unknown kernel set or device).
 from __future__ import annotations
 
 import fnmatch
-from typing import NamedTuple
 
 TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
-    from typing import Any
+    from typing import Any, NamedTuple
+else:
+    from probes._record import NamedTuple
 
 from probes import cpuflags
 from probes.types import FAMILIES, USABLE

@@ -1,9 +1,11 @@
 """Result types shared by every probe: immutable records, plain data, JSON-friendly.
 
-The records are ``typing.NamedTuple`` classes, frozen like ``@dataclass(frozen=True)``
-(no attribute assignment; ``r._replace(...)`` makes a changed copy) but without the
-``dataclasses`` import, which alone cost about 20 ms of a 40 ms start-up budget on a
-small VM (``python -X importtime``: dataclasses -> inspect -> ast, dis, tokenize).
+The records are named tuples (``typing.NamedTuple`` syntax, built by probes._record
+without importing typing), frozen like ``@dataclass(frozen=True)`` (no attribute
+assignment; ``r._replace(...)`` makes a changed copy) but without the ``dataclasses``
+import, which alone cost about 20 ms of a 40 ms start-up budget on a small VM
+(``python -X importtime``: dataclasses -> inspect -> ast, dis, tokenize); typing itself
+cost 11-15 ms more.
 
 States (the same three for every family):
 - ``absent``: nothing of this family is visible to the process (no device nodes, no
@@ -14,7 +16,11 @@ States (the same three for every family):
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from probes._record import NamedTuple
 
 ABSENT = "absent"
 UNUSABLE = "unusable"

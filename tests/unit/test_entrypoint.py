@@ -169,3 +169,22 @@ def test_report_command(tmp_path: Path) -> None:
     assert rep["chosen"] == "cpu-avx2" and rep["probes"]["cpu"]["cpuset"] == 4, cp.stderr
     cp = run(tmp_path, ["--report"], pieces=("cgroup-v2-cpuset-0-3",))
     assert cp.stdout.startswith("stagecraft: cpu-avx2") and "passed over cuda11.8-sm" in cp.stdout, cp.stdout
+
+
+@pytest.mark.parametrize("nvml", [None, "h200x8.conf"])
+def test_start_path_imports_neither_typing_nor_ctypes_util(tmp_path: Path, lib: Path, nvml: str | None) -> None:
+    """typing (11-15 ms) and ctypes.util (about 10 ms, imported but unused by pynvml) stay
+    off the start-up path: `python -X importtime` lists every module imported."""
+    env = {"LD_LIBRARY_PATH": str(lib.parent), "STAGECRAFT_NVML_CONFIG": str(NVML / nvml)} if nvml else {}
+    pieces = ("host-16cpu", "nvidia-nodes") if nvml else ("host-16cpu",)
+    root = compose(tmp_path / "root", "linux-rhel7-haswell", pieces)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("STAGECRAFT_", "CUDA_", "NVIDIA_"))}
+    base.pop("LD_LIBRARY_PATH", None)
+    base.update({"STAGECRAFT_PROBE_ROOT": str(root), "STAGECRAFT_IMAGE_JSON": str(IMAGES / "gpu-cuda11.8.json"),
+                 "STAGECRAFT_REPORT": str(tmp_path / "report.json"), **env})
+    cp = subprocess.run([sys.executable, "-IS", "-X", "importtime", str(ENTRY), "sh", "-c", "echo $STAGECRAFT_CHOSEN"],
+                        capture_output=True, text=True, env=base, timeout=60, check=False)
+    imported = {ln.split("|")[-1].strip() for ln in cp.stderr.splitlines() if ln.startswith("import time:")}
+    assert cp.stdout.strip() == ("cuda11.8-sm" if nvml else "cpu-avx2"), cp.stdout + cp.stderr[-2000:]
+    assert "probes.select" in imported and ("pynvml" in imported) == bool(nvml), sorted(imported)
+    assert "typing" not in imported and "ctypes.util" not in imported, sorted(imported)
