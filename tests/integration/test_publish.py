@@ -128,18 +128,28 @@ def _registry(tmp_path_factory, name: str, auth: bool):
     return reg
 
 
+def _untag_registry(client, reg: Registry) -> None:
+    """Remove the engine's names under the registry (push tags them `HOST:PORT/...`)."""
+    for image in client.images.list():
+        for t in image.tags:
+            if t.startswith(reg.host + "/"):
+                client.images.remove(t, noprune=True)
+
+
 @pytest.fixture(scope="session")
-def registry(tmp_path_factory):
+def registry(tmp_path_factory, client):
     reg = _registry(tmp_path_factory, "registry", auth=False)
     yield reg
     reg.stop()
+    _untag_registry(client, reg)
 
 
 @pytest.fixture(scope="session")
-def auth_registry(tmp_path_factory):
+def auth_registry(tmp_path_factory, client):
     reg = _registry(tmp_path_factory, "auth-registry", auth=True)
     yield reg
     reg.stop()
+    _untag_registry(client, reg)
 
 
 @pytest.fixture(scope="session")
