@@ -37,7 +37,7 @@ def cuda_facts(cuda: str) -> dict[str, str] | None:
     return table()["cuda"].get(major_minor(cuda))
 
 
-def check(matrix: "Matrix", components: dict[str, dict[str, Any]]) -> list[str]:
+def check(matrix: Matrix, components: dict[str, dict[str, Any]]) -> list[str]:
     """The rules one combination breaks, each a sentence starting with the rule's name.
 
     ``components`` maps axis -> component entry (with ``name``). Rules:

@@ -41,7 +41,7 @@ class InputError(Exception):
         super().__init__("\n".join(p.line() for p in self.problems))
 
     @classmethod
-    def one(cls, where: str, what: str, hint: str = "") -> "InputError":
+    def one(cls, where: str, what: str, hint: str = "") -> InputError:
         """Build an error holding a single problem."""
         return cls(Problem(where, what, hint))
 
