@@ -34,8 +34,10 @@ is_root_debian() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
 
 command -v debootstrap >/dev/null 2>&1 || want_apt+=(debootstrap)
 [ -x /usr/bin/dockerd ] || command -v dockerd >/dev/null 2>&1 || want_apt+=(docker.io)
-if [ "${STAGECRAFT_WITH_REGISTRY:-1}" = 1 ] && ! command -v docker-registry >/dev/null 2>&1; then
-  want_apt+=(docker-registry)
+# The tests push to a real local registry, one of them with htpasswd (bcrypt) auth.
+if [ "${STAGECRAFT_WITH_REGISTRY:-1}" = 1 ]; then
+  command -v docker-registry >/dev/null 2>&1 || want_apt+=(docker-registry)
+  command -v htpasswd >/dev/null 2>&1 || want_apt+=(apache2-utils)
 fi
 
 if [ ${#want_apt[@]} -gt 0 ]; then
