@@ -1,4 +1,4 @@
-# stagecraft/paddle:3.3.1-cpu-debian12, rendered by stagecraft from matrix.yaml (matrix.yaml:254).
+# stagecraft/paddle:3.3.1-cpu-debian12, rendered by stagecraft from matrix.yaml (image group 'paddle-3-cpu').
 # Build: DOCKER_BUILDKIT=1 docker build -f THIS_FILE -t stagecraft/paddle:3.3.1-cpu-debian12 [--secret id=pip-ca,src=CA_BUNDLE] PROJECT_DIR
 
 FROM docker.io/library/debian:bookworm-slim@sha256:7c7b2c966bc9ee8cedfeef67e0e279108992c77681fa595db4a9d65c06ccc587 AS base

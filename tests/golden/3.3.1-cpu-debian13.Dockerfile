@@ -1,4 +1,4 @@
-# stagecraft/paddle:3.3.1-cpu-debian13, rendered by stagecraft from matrix.yaml (matrix.yaml:254).
+# stagecraft/paddle:3.3.1-cpu-debian13, rendered by stagecraft from matrix.yaml (image group 'paddle-3-cpu').
 # Build: DOCKER_BUILDKIT=1 docker build -f THIS_FILE -t stagecraft/paddle:3.3.1-cpu-debian13 [--secret id=pip-ca,src=CA_BUNDLE] PROJECT_DIR
 
 FROM docker.io/library/debian:trixie-slim@sha256:a29215f6a35e51e22adffa17f89e9d2ef06214e64a2bad10d765c46aea49f11f AS base
