@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Start-up cost of the entrypoint: what `docker run IMAGE CMD` pays for probing.
+
+    python bench/startup.py [--runs N] [--cpu-tag TAG] [--gpu-tag TAG] [--docker PATH]
+
+Two figures per image, both the median (and p90) over N runs, the two variants
+interleaved (A B B A ...) so that drift on a busy host hits both alike:
+
+- docker run: ``docker run --rm IMAGE true`` minus ``docker run --rm --entrypoint true
+  IMAGE`` (wall time of the docker client, ms). The issue's definition; on a loaded host
+  its noise (container create/start, hundreds of ms) dwarfs the entrypoint.
+- in container: inside one container, ``tini -s -- stagecraft-entrypoint true`` minus
+  ``true`` (wall time of the child process, ms): the same work without the engine's noise.
+
+Images: the CPU image as is; the GPU image with the stand-in NVML
+(tests/nvml_standin) bind-mounted over libnvidia-ml.so.1 and answering for 8 H200s
+(tests/fixtures/nvml/h200x8.conf), so the NVIDIA probe queries 8 GPUs through the real
+pynvml. Goals (issue 4): at most 40 ms on a CPU host, 60 ms with 8 GPUs.
+Writes bench/results/startup.json (every sample, the machine, the load) and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.nvml_standin import standin  # noqa: E402 - after the path set-up
+
+CPU_TAG = "2.6.2-cpu"
+GPU_TAG = "2.6.0-gpu-cuda11.8-cudnn8.6"
+REPOSITORY = "stagecraft/paddle"
+NVML_IN_IMAGE = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+NVML_CONF = ROOT / "tests" / "fixtures" / "nvml" / "h200x8.conf"
+GOALS_MS = {"cpu": 40.0, "gpu8": 60.0}
+ENTRYPOINT = "/opt/stagecraft/entrypoint/stagecraft-entrypoint"
+RESULTS = ROOT / "bench" / "results" / "startup.json"
+
+# Runs inside the image: interleaved child runs, wall ms each, as JSON on stdout.
+IN_CONTAINER = r"""
+import json, subprocess, sys, time
+n = int(sys.argv[1])
+with_ep = ["/usr/bin/tini", "-s", "--", "@ENTRYPOINT@", "true"]
+without = ["true"]
+out = {"with": [], "without": []}
+def once(argv):
+    t0 = time.perf_counter()
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return (time.perf_counter() - t0) * 1000
+for _ in range(2):
+    once(with_ep); once(without)
+for i in range(n):
+    order = (with_ep, without) if i % 2 == 0 else (without, with_ep)
+    for argv in order:
+        out["with" if argv is with_ep else "without"].append(once(argv))
+print(json.dumps(out))
+""".replace("@ENTRYPOINT@", ENTRYPOINT)
+
+
+def pct(xs: list[float], p: float) -> float:
+    """Nearest-rank percentile (p in 0..100)."""
+    s = sorted(xs)
+    k = max(0, min(len(s) - 1, int(-(-p * len(s) // 100)) - 1))
+    return s[k]
+
+
+def summarise(with_ms: list[float], without_ms: list[float]) -> dict[str, object]:
+    """Medians, p90s and the overhead (median with - median without), in ms."""
+    diffs = [a - b for a, b in zip(with_ms, without_ms, strict=True)]
+    r = lambda x: round(x, 1)  # noqa: E731
+    return {"with_ms": [r(x) for x in with_ms], "without_ms": [r(x) for x in without_ms],
+            "median_with_ms": r(statistics.median(with_ms)),
+            "median_without_ms": r(statistics.median(without_ms)),
+            "p90_with_ms": r(pct(with_ms, 90)), "p90_without_ms": r(pct(without_ms, 90)),
+            "overhead_median_ms": r(statistics.median(with_ms) - statistics.median(without_ms)),
+            "overhead_p90_ms": r(pct(with_ms, 90) - pct(without_ms, 90)),
+            "paired_diff_median_ms": r(statistics.median(diffs))}
+
+
+def docker_run_samples(docker: str, ref: str, flags: list[str], n: int) -> dict[str, object]:
+    """Interleaved `docker run --rm [flags] IMAGE true` and the same with --entrypoint true."""
+    with_ep = [docker, "run", "--rm", *flags, ref, "true"]
+    without = [docker, "run", "--rm", *flags, "--entrypoint", "true", ref]
+
+    def once(argv: list[str]) -> float:
+        t0 = time.perf_counter()
+        cp = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=300, check=False)
+        ms = (time.perf_counter() - t0) * 1000
+        if cp.returncode != 0:
+            raise SystemExit(f"{' '.join(argv)} exited {cp.returncode}: {cp.stderr.decode()[-500:]}")
+        return ms
+
+    for _ in range(2):  # warm-up: page cache, overlay mounts
+        once(with_ep)
+        once(without)
+    w: list[float] = []
+    wo: list[float] = []
+    for i in range(n):
+        order = (True, False) if i % 2 == 0 else (False, True)
+        for use_ep in order:
+            (w if use_ep else wo).append(once(with_ep if use_ep else without))
+    return summarise(w, wo)
+
+
+def in_container_samples(docker: str, ref: str, flags: list[str], n: int) -> dict[str, object]:
+    argv = [docker, "run", "--rm", *flags, "--entrypoint", "python3", ref, "-c", IN_CONTAINER, str(n)]
+    cp = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    if cp.returncode != 0:
+        raise SystemExit(f"in-container run failed ({cp.returncode}): {cp.stderr[-800:]}")
+    data = json.loads(cp.stdout.strip().splitlines()[-1])
+    return summarise(data["with"], data["without"])
+
+
+def machine(docker: str) -> dict[str, object]:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    ver = subprocess.run([docker, "version", "--format", "{{.Server.Version}}"], capture_output=True,
+                         text=True, check=False).stdout.strip()
+    return {"cpus": os.cpu_count(), "cpu_model": model, "kernel": platform.release(),
+            "docker_server": ver, "docker_client": docker, "loadavg_start": list(os.getloadavg())}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--runs", type=int, default=25, help="measured runs per variant (default 25)")
+    ap.add_argument("--cpu-tag", default=CPU_TAG)
+    ap.add_argument("--gpu-tag", default=GPU_TAG)
+    ap.add_argument("--repository", default=REPOSITORY)
+    ap.add_argument("--docker", default=shutil.which("docker") or "/usr/bin/docker",
+                    help="docker client (default: the first on PATH)")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="stagecraft-bench-") as tmp:
+        lib = standin.build(tmp)
+        lib.chmod(0o755)
+        gpu_flags = ["-v", f"{lib}:{NVML_IN_IMAGE}:ro", "-v", f"{NVML_CONF}:/etc/stagecraft-bench/nvml.conf:ro",
+                     "-e", "STAGECRAFT_NVML_CONFIG=/etc/stagecraft-bench/nvml.conf"]
+        cases = {"cpu": (f"{args.repository}:{args.cpu_tag}", []),
+                 "gpu8": (f"{args.repository}:{args.gpu_tag}", gpu_flags)}
+        result: dict[str, object] = {
+            "command": "python bench/startup.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "machine": machine(args.docker), "runs": args.runs, "goals_ms": GOALS_MS, "cases": {}}
+        t0 = time.monotonic()
+        for name, (ref, flags) in cases.items():
+            print(f"{name}: {ref} ({args.runs} runs per variant) ...", file=sys.stderr, flush=True)
+            check = subprocess.run([args.docker, "run", "--rm", *flags, ref, "true"], capture_output=True,
+                                   text=True, timeout=300, check=False)
+            result["cases"][name] = {  # type: ignore[index]
+                "ref": ref, "flags": flags, "line": check.stderr.strip(),
+                "docker_run": docker_run_samples(args.docker, ref, flags, args.runs),
+                "in_container": in_container_samples(args.docker, ref, flags, args.runs)}
+        result["seconds"] = round(time.monotonic() - t0, 1)
+        result["machine"]["loadavg_end"] = list(os.getloadavg())  # type: ignore[index]
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(table(result))
+    print(f"\nwrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
+    return 0
+
+
+def table(result: dict) -> str:
+    rows = [f"{'case':<6} {'measure':<13} {'with med':>9} {'w/o med':>9} {'overhead med':>13} "
+            f"{'with p90':>9} {'w/o p90':>9} {'goal':>6}  met"]
+    for name, c in result["cases"].items():
+        goal = result["goals_ms"][name]
+        for m in ("docker_run", "in_container"):
+            s = c[m]
+            met = "yes" if s["overhead_median_ms"] <= goal else "NO"
+            rows.append(f"{name:<6} {m:<13} {s['median_with_ms']:>9.1f} {s['median_without_ms']:>9.1f} "
+                        f"{s['overhead_median_ms']:>13.1f} {s['p90_with_ms']:>9.1f} {s['p90_without_ms']:>9.1f} "
+                        f"{goal:>6.0f}  {met}")
+    return "\n".join(rows) + "\n(ms; overhead = median with - median without)"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
