@@ -53,3 +53,10 @@ def test_no_package_caches_in_layers(host, spec):
     assert debs == "", f"{spec['tag']}: .deb files left: {debs[:200]}"
     pip_cache = host.run("find / -xdev -type d -path '*/.cache/pip' 2>/dev/null").stdout.strip()
     assert pip_cache == "", f"{spec['tag']}: pip cache left: {pip_cache}"
+
+
+def test_home_holds_nothing_the_user_cannot_write(host, spec):
+    # Owned by the user, or group 0 and group-writable (any uid runs with gid 0).
+    foreign = host.run("find /home/worker /workspace ! -uid 1000 ! \\( -gid 0 -perm -g+w \\) "
+                       "-print 2>/dev/null").stdout.split()
+    assert foreign == [], f"{spec['tag']}: the user cannot write: {foreign[:10]}"
