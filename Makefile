@@ -31,7 +31,9 @@ golden:
 	STAGECRAFT_UPDATE_GOLDEN=1 $(PYTHON) -m pytest tests/unit/test_golden.py -q
 
 bench: setup
-	$(PYTHON) bench/run.py
+	$(PYTHON) bench/build_bench.py
+	$(PYTHON) bench/startup.py --runs 30
+	$(PYTHON) bench/sizes.py
 
 push:
 	$(PYTHON) build.py push --tag $(TAG) $(if $(REGISTRY),--registry $(REGISTRY))
