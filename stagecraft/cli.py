@@ -69,6 +69,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="import build cache per stage key: type=local,dir=PATH or "
                         "type=registry,ref=HOST/REPO")
     p.add_argument("--cache-to", metavar="SPEC", help="export build cache per stage key (same forms)")
+    p.add_argument("--skip-unreachable", action="store_true",
+                   help="skip images whose package index this host cannot reach (exit 0 "
+                        "if the rest built); without it they make the run fail")
     p.add_argument("--test", action="store_true", help="after building, run the testinfra suites")
     p.add_argument("--state-dir", default=None,
                    help="logs, test records (default: .stagecraft/ beside matrix.yaml)")
@@ -207,6 +210,14 @@ def cmd_build(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) 
         args.test = True
     if args.dry_run:
         return cmd_plan(matrix, chosen, args)
+    from .preflight import unreachable
+
+    skipped = unreachable(chosen, bundle)
+    for tag, why in skipped.items():
+        _say(f"{'skipping' if args.skip_unreachable else 'cannot build'} {tag}: {why}")
+    chosen = [s for s in chosen if s.tag not in skipped]
+    if not chosen:
+        raise BuildError("nothing left to build on this host (see above)")
     engine = Engine()
     plan = _plan(matrix, chosen, args)
     repository = args.repository or matrix.repository
@@ -227,6 +238,7 @@ def cmd_build(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) 
                 tests[img.tag] = run_suites(engine, matrix, spec, img.ref, _state_dir(matrix, args))
                 _say(f"  {'passed' if tests[img.tag].passed else 'FAILED'} {tests[img.tag].counts}")
     ok = report.ok and all(t.passed for t in tests.values())
+    ok = ok and (args.skip_unreachable or not skipped)
     pushed: dict[str, Any] | None = None
     if args.push:
         if ok:
@@ -235,7 +247,13 @@ def cmd_build(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) 
         else:
             _say("not pushed: a build or its tests failed; nothing was moved")
             ok = False
-    _summary(report, tests, args, {"push": pushed} if args.push else None)
+    extra: dict[str, Any] = {"skipped": skipped} if skipped else {}
+    if args.push:
+        extra["push"] = pushed
+    _summary(report, tests, args, extra or None)
+    if skipped and not args.skip_unreachable:
+        _say(f"{len(skipped)} image(s) not built here (unreachable index); --skip-unreachable "
+             "makes that a success")
     return EXIT_OK if ok else EXIT_FAILED
 
 

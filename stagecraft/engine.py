@@ -177,7 +177,7 @@ class Engine:
             try:
                 for line in proc.stdout:
                     log.write(line)
-                    tail = (tail + [line.rstrip()])[-8:]
+                    tail = (tail + [line.rstrip()])[-400:]
                     m = STEP_RE.match(line)
                     if m and on_step and not m.group(2).startswith(("DONE", "CACHED")):
                         on_step(f"[{m.group(1)}] {m.group(2)}")
@@ -187,8 +187,7 @@ class Engine:
                 proc.wait()
                 raise
         if rc != 0 or not iidfile.exists():
-            last = next((t for t in reversed(tail) if "ERROR" in t or "error" in t), tail[-1] if tail else "")
-            raise BuildError(f"build failed (exit {rc}): {last.strip()[:300]}; log: {log_path}")
+            raise BuildError(f"build failed (exit {rc}): {failure_reason(tail)}; log: {log_path}")
         return iidfile.read_text().strip()
 
     @property
@@ -213,6 +212,21 @@ class Engine:
             self.client.images.remove(ref, noprune=True)
         except docker.errors.ImageNotFound:
             pass
+
+
+_STEP_OUTPUT = re.compile(r"^#\d+ \d+\.\d+ (.*)$")
+_STEP_ERROR = re.compile(r"(^|\b)(ERROR|Error|error|E:|fatal|Traceback)\b")
+
+
+def failure_reason(lines: list[str]) -> str:
+    """The most telling line of a failed build's plain-progress output: the last error
+    line printed by the failing step itself (pip's, apt's), else BuildKit's own error,
+    without the step prefix; at most 300 characters."""
+    own = [m.group(1) for m in map(_STEP_OUTPUT.match, lines) if m and _STEP_ERROR.search(m.group(1))]
+    if own:
+        return own[-1].strip()[:300]
+    kit = [ln for ln in lines if "ERROR" in ln or "error" in ln]
+    return (kit[-1] if kit else lines[-1] if lines else "no output").strip()[:300]
 
 
 def _short(exc: Exception) -> str:
