@@ -47,7 +47,7 @@ def _probe(root: str) -> DeviceProbe:
         name = (_fs.read(root, f"{TOPOLOGY}/{node}/name") or "").strip()
         gfx = gfx_name(props["gfx_target_version"]) if props.get("gfx_target_version") else name
         mem = parse_properties(_fs.read(root, f"{TOPOLOGY}/{node}/mem_banks/0/properties") or "")
-        gpus.append(Device(index=int(node) if node.isdigit() else len(gpus), name=name or gfx,
+        gpus.append(Device(index=int(node) if node.isdecimal() else len(gpus), name=name or gfx,
                            arch=gfx, memory_bytes=mem.get("size_in_bytes"),
                            node=f"/dev/dri/renderD{props['drm_render_minor']}"
                            if "drm_render_minor" in props else ""))

@@ -45,7 +45,7 @@ def isa_level(flags: Iterable[str]) -> int:
 def parse_level(name: str) -> int | None:
     """``"x86-64-v3"`` / ``"v3"`` / ``"3"`` -> 3; None when not a level name."""
     s = name.strip().lower().removeprefix("x86-64-").removeprefix("x86_64-").removeprefix("v")
-    return int(s) if s.isdigit() and 1 <= int(s) <= 4 else None
+    return int(s) if s.isdecimal() and 1 <= int(s) <= 4 else None
 
 
 def missing_for_level(flags: Iterable[str], level: int) -> list[str]:

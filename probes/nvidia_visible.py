@@ -78,7 +78,7 @@ def visible(devices: Sequence[Device], env: Mapping[str, str]) -> tuple[list[Dev
     for raw in cvd.split(","):
         tok = raw.strip()
         dev: Device | None = None
-        if tok.isdigit():
+        if tok.isascii() and tok.isdigit():  # "²".isdigit() is True
             used_index = True
             i = int(tok)
             dev = pool[i] if i < len(pool) else None

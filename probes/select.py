@@ -79,7 +79,7 @@ def parse_version(text: str) -> tuple[int, ...]:
     """``"520.61.05"`` -> (520, 61, 5); non-numeric parts stop the parse; () when none."""
     out = []
     for part in str(text).strip().lstrip("v").split("."):
-        digits = "".join(ch for ch in part if ch.isdigit())
+        digits = "".join(ch for ch in part if ch.isdecimal())
         if not digits or digits != part.strip():
             if digits and part.strip().startswith(digits):
                 out.append(int(digits))

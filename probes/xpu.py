@@ -29,14 +29,14 @@ def parse_xpu_smi_m(text: str) -> list[Device]:
     devs = []
     for line in text.splitlines():
         f = line.split()
-        if len(f) < 2 or not f[1].isdigit():
+        if len(f) < 2 or not f[1].isdecimal():
             continue
         name = ""
         m = re.search(r"\(([^)]*)\)\s*$", line)
         if m:
             name = m.group(1).strip()
         mem = None
-        if len(f) > 18 and f[18].isdigit():
+        if len(f) > 18 and f[18].isdecimal():
             mem = int(f[18]) * 1024 * 1024
         devs.append(Device(index=int(f[1]), name=name, arch=name.split()[-1] if name else "",
                            memory_bytes=mem, node=f"/dev/xpu{int(f[1])}"))

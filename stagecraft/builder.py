@@ -160,7 +160,8 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
                            time.monotonic() - t0, str(log_path))
 
     done = 0
-    with ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, opts.jobs))
+    try:
         running: dict[Future, StageNode] = {}
         while pending or running:
             for key in [k for k in order if k in pending]:
@@ -198,6 +199,11 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
                     say(f"  {node.stage}@{node.key[:12]} built in {result.seconds:.1f} s")
                 elif result.status == "cached":
                     say(f"  {node.stage}@{node.key[:12]} already built")
+    except BaseException:  # Ctrl-C or SIGTERM: stop the builds in flight, name nothing
+        engine.stop_builds()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     for img in plan.images:
         results = [report.stages[k] for k in img.keys]
         ref = f"{opts.repository}:{img.spec.tag}"

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -460,10 +462,31 @@ def cmd_probe(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) 
     return EXIT_OK if tag else EXIT_FAILED
 
 
+def _terminate(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _check_repository(repository: str | None) -> None:
+    """``--repository`` must be a valid Docker repository name (checked before any build)."""
+    import re
+
+    from .matrix import _schema
+
+    pattern = _schema()["$defs"]["repository"]["pattern"]
+    if repository is not None and not re.fullmatch(pattern, repository):
+        raise InputError.one(f"--repository {repository}", "not a valid repository name",
+                             "lowercase path components like team/paddle, no tag")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``build.py``; returns the exit status."""
     args = _parser().parse_args(argv)
     try:
+        signal.signal(signal.SIGTERM, _terminate)  # a supervisor's stop is handled as Ctrl-C
+    except ValueError:  # not the main thread (embedded use): leave signals alone
+        pass
+    try:
+        _check_repository(args.repository)
         if args.command == "doctor":
             return cmd_doctor(None, args)
         matrix = load_matrix(args.matrix)
@@ -485,3 +508,13 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted: no tag was moved; the next run resumes from the stages that "
               "finished", file=sys.stderr)
         return 130
+    except OSError as exc:  # a path given on the command line, the state directory, ...
+        print(f"failed: {exc.filename or ''}: {exc.strerror or exc}; check the path and "
+              "its permissions", file=sys.stderr)
+        return EXIT_FAILED
+    except Exception as exc:  # noqa: BLE001 - last resort: one line, never a traceback
+        print(f"failed: internal error {type(exc).__name__}: {str(exc)[:300]}; please report "
+              "it with the command line (STAGECRAFT_DEBUG=1 shows the traceback)", file=sys.stderr)
+        if os.environ.get("STAGECRAFT_DEBUG") == "1":
+            raise
+        return EXIT_FAILED

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +98,16 @@ class Engine:
             raise InputError.one("docker", f"no Docker engine answers ({_short(exc)})",
                                  "run `make setup` (starts one as root) or start the daemon") from None
         self._builder = builder
+        self._running: set[subprocess.Popen] = set()
+        self._lock = threading.Lock()
+
+    def stop_builds(self) -> None:
+        """Terminate every build in flight (SIGTERM to the docker client, which cancels
+        its BuildKit solve). For Ctrl-C: nothing half-built gets a name."""
+        with self._lock:
+            running = list(self._running)
+        for proc in running:
+            proc.terminate()
 
     @property
     def builder(self) -> Builder:
@@ -162,16 +173,22 @@ class Engine:
         for sid, src in sorted(secrets.items()):
             argv += ["--secret", f"id={sid},src={src}"]
         for k, v in sorted((build_args or {}).items()):
-            argv += ["--build-arg", f"{k}={v}"]
+            # A value that came from the environment (proxies with credentials) is passed
+            # by name: the client reads it from its environment, and it stays out of the
+            # argv (visible in ps) and the log.
+            argv += ["--build-arg", k if os.environ.get(k) == v else f"{k}={v}"]
         argv += list(extra_args)
         argv.append(str(context))
         env = {**os.environ, **dict(b.env)}
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "w", encoding="utf-8") as log:
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(fd, "w", encoding="utf-8") as log:
             log.write("$ " + " ".join(argv) + "\n")
             log.flush()
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     env=env, text=True, errors="replace")
+            with self._lock:
+                self._running.add(proc)
             assert proc.stdout is not None
             tail: list[str] = []
             try:
@@ -186,6 +203,9 @@ class Engine:
                 proc.terminate()
                 proc.wait()
                 raise
+            finally:
+                with self._lock:
+                    self._running.discard(proc)
         if rc != 0 or not iidfile.exists():
             raise BuildError(f"build failed (exit {rc}): {failure_reason(tail)}; log: {log_path}")
         return iidfile.read_text().strip()

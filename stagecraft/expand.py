@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jinja2
+import jinja2.sandbox
 
 from . import compat, kernels
 from .errors import InputError, Problem
@@ -23,7 +24,9 @@ from .matrix import Group, Matrix
 
 # Docker's tag grammar: [\w][\w.-]{0,127} (distribution/reference).
 TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-_ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
+# Tag expressions come from a file that anyone may hand to the tool: sandboxed, so they
+# can read component values but reach no Python internals.
+_ENV = jinja2.sandbox.ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
 
 
 @dataclass(frozen=True)
@@ -86,16 +89,20 @@ def expand(matrix: Matrix) -> list[ImageSpec]:
     """
     specs: list[ImageSpec] = []
     problems: list[Problem] = []
-    owner: dict[str, str] = {}  # tag or alias -> canonical tag that owns it
+    owner: dict[str, tuple[str, str, str]] = {}  # tag or alias -> (canonical tag, group, where)
     for group in matrix.groups:
-        for combo in _combinations(group):
+        combos = _combinations(group)
+        if not combos:
+            problems.append(Problem(group.where, f"image group {group.name!r} produces no image: "
+                                    "exclude removes every combination", "loosen exclude"))
+        for combo in combos:
             components = {axis: matrix.component(axis, name)
                           for axis, name in combo.items() if name is not None}
             context = {axis: components.get(axis) for axis in combo}
             try:
                 tag = _render(group.tag, context)
                 aliases = [_render(a, context) for a in group.aliases]
-            except jinja2.TemplateError as exc:
+            except Exception as exc:  # noqa: BLE001 - any failure of a user expression is bad input
                 problems.append(Problem(group.where, f"image group {group.name!r}: tag "
                                 f"template fails for {_describe(combo)}: {exc}",
                                 "fix the tag or aliases expression"))
@@ -109,10 +116,12 @@ def expand(matrix: Matrix) -> list[ImageSpec]:
                 continue
             for name in (tag, *aliases):
                 if name in owner:
+                    other_tag, other_group, other_where = owner[name]
                     problems.append(Problem(group.where, f"image group {group.name!r}: "
-                                    f"{name!r} is claimed by {owner[name]!r} too",
+                                    f"{name!r} is claimed by {other_tag!r} too (group "
+                                    f"{other_group!r}, {other_where})",
                                     "make the tag and alias templates unique"))
-                owner.setdefault(name, tag)
+                owner.setdefault(name, (tag, group.name, group.where))
             for rule in compat.check(matrix, components):
                 problems.append(Problem(group.where, f"image {tag!r}: {rule}",
                                         "change the combination or the compatibility table"))

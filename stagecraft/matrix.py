@@ -10,6 +10,7 @@ framework is data.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -70,7 +71,6 @@ class Matrix:
     stages: dict[str, Stage]
     components: dict[str, dict[str, dict[str, Any]]]
     groups: tuple[Group, ...]
-    compatibility: dict[str, Any]
     entrypoint: dict[str, Any]
     locate: Locator = field(compare=False, repr=False)
 
@@ -87,6 +87,28 @@ class Matrix:
 @cache
 def _schema() -> dict[str, Any]:
     return json.loads(SCHEMA_PATH.read_text())
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _control_problems(data: Any, locate: Locator, path: tuple = ()) -> list[Problem]:
+    """Every value and key is one line of printable text: values flow into Dockerfiles
+    and shell steps, where a newline would start a new instruction."""
+    out: list[Problem] = []
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        here = (*path, key)
+        for text in (key, value):
+            if isinstance(text, str) and _CONTROL.search(text):
+                dotted = ".".join(map(str, here))
+                out.append(Problem(locate(here), f"{dotted}: control character "
+                                   f"{_CONTROL.search(text).group()!r} in {text[:40]!r}",
+                                   "values are single lines of printable text"))
+                break
+        else:
+            out += _control_problems(value, locate, here)
+    return out
 
 
 def _schema_problems(data: Any, locate: Locator) -> list[Problem]:
@@ -215,7 +237,7 @@ def load_matrix(path: str | Path) -> Matrix:
     path = Path(path)
     display = path.name if path.parent.resolve() == Path.cwd().resolve() else str(path)
     data, locate = load_yaml(path, display)
-    problems = _schema_problems(data, locate)
+    problems = _control_problems(data, locate) or _schema_problems(data, locate)
     if problems:
         raise InputError(problems)
     root = path.resolve().parent
@@ -242,5 +264,5 @@ def load_matrix(path: str | Path) -> Matrix:
     return Matrix(path=path, root=root, repository=data["repository"],
                   source=data.get("source", ""), vendor=data.get("vendor", ""),
                   registry=data.get("registry", ""), stages=stages, components=components,
-                  groups=groups, compatibility=data.get("compatibility", {}),
+                  groups=groups,
                   entrypoint=data.get("entrypoint", {"requirements": []}), locate=locate)

@@ -34,8 +34,22 @@ class Locator:
         return f"{self.filename}:{line}" if line else self.filename
 
 
-def _construct(node: yaml.Node, path: tuple, lines: dict[tuple, int], where: str) -> Any:
+def _construct(node: yaml.Node, path: tuple, lines: dict[tuple, int], where: str,
+               memo: dict[int, Any] | None = None) -> Any:
+    # An alias is the same node object as its anchor: build it once (chained aliases
+    # would otherwise grow exponentially).
+    memo = {} if memo is None else memo
     lines.setdefault(path, node.start_mark.line + 1)
+    if id(node) in memo:
+        return memo[id(node)]
+    value = _construct_new(node, path, lines, where, memo)
+    if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+        memo[id(node)] = value
+    return value
+
+
+def _construct_new(node: yaml.Node, path: tuple, lines: dict[tuple, int], where: str,
+                   memo: dict[int, Any]) -> Any:
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
         merged: dict[str, Any] = {}
@@ -43,7 +57,7 @@ def _construct(node: yaml.Node, path: tuple, lines: dict[tuple, int], where: str
             if key_node.tag == "tag:yaml.org,2002:merge":  # YAML merge key: <<: *anchor
                 sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
                 for src in sources:
-                    value = _construct(src, path, lines, where)
+                    value = _construct(src, path, lines, where, memo)
                     if not isinstance(value, dict):
                         raise InputError.one(f"{where}:{key_node.start_mark.line + 1}",
                                              "'<<' merges only mappings", "merge an anchored mapping")
@@ -58,16 +72,36 @@ def _construct(node: yaml.Node, path: tuple, lines: dict[tuple, int], where: str
                 raise InputError.one(f"{where}:{key_node.start_mark.line + 1}",
                                      f"duplicate key {key!r}", "keep one of them")
             lines[path + (key,)] = key_node.start_mark.line + 1
-            out[key] = _construct(value_node, path + (key,), lines, where)
+            out[key] = _construct(value_node, path + (key,), lines, where, memo)
         return {**merged, **out}
     if isinstance(node, yaml.SequenceNode):
-        return [_construct(item, path + (i,), lines, where) for i, item in enumerate(node.value)]
+        return [_construct(item, path + (i,), lines, where, memo) for i, item in enumerate(node.value)]
     # Scalars: let the safe constructor resolve ints, bools, nulls and strings.
     loader = yaml.SafeLoader("")
     try:
         return loader.construct_object(node, deep=True)
     finally:
         loader.dispose()
+
+
+MAX_VALUES = 200_000
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int], depth: int = 0) -> int:
+    """How many values the document has once every alias is expanded (memoised per node,
+    so an alias bomb is measured without being expanded)."""
+    if id(node) in memo:
+        return memo[id(node)]
+    if depth > 500:
+        return MAX_VALUES + 1
+    if isinstance(node, yaml.MappingNode):
+        size = 1 + sum(_expanded_size(v, memo, depth + 1) for _, v in node.value)
+    elif isinstance(node, yaml.SequenceNode):
+        size = 1 + sum(_expanded_size(v, memo, depth + 1) for v in node.value)
+    else:
+        size = 1
+    memo[id(node)] = size
+    return size
 
 
 def load_yaml(path: str | Path, display: str | None = None) -> tuple[Any, Locator]:
@@ -87,6 +121,8 @@ def load_yaml(path: str | Path, display: str | None = None) -> tuple[Any, Locato
         raise InputError.one(where, f"cannot read: {exc}", "check the file") from None
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except RecursionError:
+        raise InputError.one(where, "nested too deeply", "flatten the structure") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark else ""
@@ -94,6 +130,15 @@ def load_yaml(path: str | Path, display: str | None = None) -> tuple[Any, Locato
                              "fix the syntax (indentation, quotes, colons)") from None
     if node is None:
         raise InputError.one(where, "the file is empty", "see README.md for the matrix format")
+    if _expanded_size(node, {}) > MAX_VALUES:
+        raise InputError.one(where, f"the document expands to more than {MAX_VALUES} values "
+                             "(aliases of aliases)", "use fewer nested aliases")
     lines: dict[tuple, int] = {}
-    data = _construct(node, (), lines, where)
+    try:
+        data = _construct(node, (), lines, where)
+    except RecursionError:
+        raise InputError.one(where, "nested too deeply", "flatten the structure") from None
+    except ValueError as exc:  # e.g. an integer too long to convert
+        raise InputError.one(where, f"a value cannot be read: {str(exc)[:120]}",
+                             "quote it as a string") from None
     return data, Locator(where, lines)

@@ -65,7 +65,7 @@ def _devs() -> list[Device]:
 @pytest.mark.parametrize("cvd,want", [
     (None, [0, 1]), ("1", [1]), ("1,0", [1, 0]), ("GPU-bbbb", [1]), ("MIG-cccc3333-0000", [1]),
     ("MIG-GPU-bbbb2222-0000/1/0", [1]), ("0,7,1", [0]), ("", []), ("-1", []), ("none", []),
-    ("GPU-", []), ("0,0", [0])])
+    ("GPU-", []), ("0,0", [0]), ("²", []), ("1,²", [1])])
 def test_cuda_visible_devices_forms(cvd: str | None, want: list[int]) -> None:
     env = {} if cvd is None else {"CUDA_VISIBLE_DEVICES": cvd}
     got, _ = visible(_devs(), env)
