@@ -157,7 +157,8 @@ def _plan(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace):
     from .plan import make_plan
 
     return make_plan(matrix, specs, _bases(matrix, specs, args.base_source),
-                     sourceinfo.revision(matrix.root), sourceinfo.created(matrix.root))
+                     sourceinfo.revision(matrix.root), sourceinfo.created(matrix.root),
+                     getattr(args, "repository", None))
 
 
 def cmd_plan(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace,

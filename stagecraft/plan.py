@@ -133,12 +133,12 @@ def stage_key(stage: str, parent_identity: str, dockerfile: str,
 
 
 def make_plan(matrix: Matrix, specs: list[ImageSpec], bases: dict[str, BaseImage],
-              revision: str, created: str) -> Plan:
+              revision: str, created: str, repository: str | None = None) -> Plan:
     """The stage graph for ``specs``.
 
     ``bases`` maps a base component name to the ``BaseImage`` its images build on;
-    ``revision`` and ``created`` go into each tag's labels. Raises ``InputError`` from
-    rendering.
+    ``revision`` and ``created`` go into each tag's labels, with ``repository`` (default:
+    the matrix's) in its title. Raises ``InputError`` from rendering.
     """
     nodes: dict[str, StageNode] = {}
     images: list[ImagePlan] = []
@@ -157,7 +157,7 @@ def make_plan(matrix: Matrix, specs: list[ImageSpec], bases: dict[str, BaseImage
             nodes[key] = _with_tag(node, spec.tag)
             keys.append(key)
             parent_key, parent_identity, parent_ref = key, key, stage_ref(rs.name, key)
-        labels = final_labels(matrix, spec, revision, created)
+        labels = final_labels(matrix, spec, revision, created, repository)
         label_stage = RenderedStage(LABEL_STAGE, label_instruction(labels), (), keys[-1])
         dockerfile = stage_dockerfile(label_stage, parent_ref)
         key = stage_key(LABEL_STAGE, parent_identity, dockerfile, ())

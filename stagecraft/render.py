@@ -145,7 +145,8 @@ def _tidy(text: str) -> str:
     return "\n".join(tidy) + "\n"
 
 
-def final_labels(matrix: Matrix, spec: ImageSpec, revision: str, created: str) -> dict[str, str]:
+def final_labels(matrix: Matrix, spec: ImageSpec, revision: str, created: str,
+                 repository: str | None = None) -> dict[str, str]:
     """OCI labels of the tag itself, applied on its last stage.
 
     ``created`` is RFC 3339 (the source revision's commit time, so a rebuild of the
@@ -154,7 +155,7 @@ def final_labels(matrix: Matrix, spec: ImageSpec, revision: str, created: str) -
     """
     fw = spec.framework
     labels = {
-        "org.opencontainers.image.title": f"{matrix.repository}:{spec.tag}",
+        "org.opencontainers.image.title": f"{repository or matrix.repository}:{spec.tag}",
         "org.opencontainers.image.description":
             f"{fw['package']} {fw['version']} ({fw['device']}) on {spec.base['os']} "
             f"{spec.base['version']}, Python {spec.base['python']}",

@@ -130,9 +130,18 @@ def load_yaml(path: str | Path, display: str | None = None) -> tuple[Any, Locato
                              "fix the syntax (indentation, quotes, colons)") from None
     if node is None:
         raise InputError.one(where, "the file is empty", "see README.md for the matrix format")
-    if _expanded_size(node, {}) > MAX_VALUES:
-        raise InputError.one(where, f"the document expands to more than {MAX_VALUES} values "
-                             "(aliases of aliases)", "use fewer nested aliases")
+    sizes: dict[int, int] = {}
+    if _expanded_size(node, sizes) > MAX_VALUES:
+        worst = node
+        while isinstance(worst, (yaml.MappingNode, yaml.SequenceNode)) and worst.value:
+            kids = [v for _, v in worst.value] if isinstance(worst, yaml.MappingNode) else worst.value
+            big = max(kids, key=lambda k: sizes.get(id(k), 1))
+            if sizes.get(id(big), 1) <= MAX_VALUES // 2:
+                break
+            worst = big
+        raise InputError.one(f"{where}:{worst.start_mark.line + 1}", f"the document expands to "
+                             f"more than {MAX_VALUES} values (aliases of aliases)",
+                             "use fewer nested aliases")
     lines: dict[tuple, int] = {}
     try:
         data = _construct(node, (), lines, where)

@@ -57,10 +57,11 @@ RUN --mount=type=secret,id=pip-ca,required=false \
       'paddlepaddle==2.6.2' \
       'nvidia-ml-py==13.580.82' \
  && rm -f /tmp/constraints.txt \
- && HOME=/tmp/import-check /opt/venv/bin/python -c 'import paddle' \
- && rm -rf /tmp/import-check
-# (The import check above runs with a scratch HOME: whatever the framework caches at
-# import must not land root-owned in the user's home.)
+ && check_home="$(mktemp -d)" \
+ && HOME="$check_home" TMPDIR="$check_home" /opt/venv/bin/python -c 'import paddle' \
+ && rm -rf "$check_home" /tmp/.cache
+# (The import check above runs with a scratch HOME and TMPDIR: whatever the framework
+# caches at import must not land root-owned in the user's home or /tmp.)
 # The hardware-probing entrypoint and what it knows about this image. Byte-compiled
 # here: it runs as any uid and cannot write __pycache__, so it would otherwise compile
 # its modules from source at every start (15-30 ms of a 40-60 ms budget).

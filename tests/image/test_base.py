@@ -60,3 +60,9 @@ def test_home_holds_nothing_the_user_cannot_write(host, spec):
     foreign = host.run("find /home/worker /workspace ! -uid 1000 ! \\( -gid 0 -perm -g+w \\) "
                        "-print 2>/dev/null").stdout.split()
     assert foreign == [], f"{spec['tag']}: the user cannot write: {foreign[:10]}"
+
+
+def test_tmp_holds_nothing_from_the_build(host, spec):
+    left = host.run("find /tmp /var/tmp -mindepth 1 -maxdepth 1 ! -name 'stagecraft-*' "
+                    "! -name 'jupyter-*' -print").stdout.split()
+    assert left == [], f"{spec['tag']}: build leftovers in /tmp: {left}"

