@@ -7,7 +7,8 @@
 #   make push TAG=2.6.2-cpu REGISTRY=host:port  push a tested image, then its aliases
 #   make bake                docker-bake.json for buildx (each stage a target)
 #   make bench               benchmarks (see BENCHMARKS.md)
-PYTHON ?= python3
+# The project's .venv/ when set-up made one (externally managed system Python), else python3.
+PYTHON ?= $(shell test -x .venv/bin/python && echo .venv/bin/python || echo python3)
 TAG ?= 2.6.2-cpu
 
 .PHONY: setup image test unit lint golden bench push bake

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up what stagecraft needs on this host, and nothing that is already there.
 #
-# - Python dependencies (pyproject.toml, with the test extras) into the current Python.
+# - Python dependencies (pyproject.toml, with the test extras) into the current Python,
+#   or into .venv/ when that Python is externally managed (PEP 668).
 # - A Docker engine that answers. When none answers and we are root on Debian/Ubuntu,
 #   install docker.io (+ debootstrap for bootstrapped base images) and start dockerd.
 #   Anywhere else, say exactly what to do and exit 2.
@@ -14,12 +15,42 @@ cd "$(dirname "$0")/.."
 log() { printf 'setup: %s\n' "$*" >&2; }
 
 want_apt=()
+is_root_debian() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
+
+# Which Python gets the dependencies: an active virtual environment; else python3 unless
+# it is externally managed (PEP 668, as on stock Debian 12), in which case a project
+# virtual environment .venv/ (then run `.venv/bin/python build.py ...`; make uses it).
+PY=python3
+externally_managed() {
+  python3 - <<'PY'
+import os, sys, sysconfig
+sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")) else 1)
+PY
+}
+if [ -z "${VIRTUAL_ENV:-}" ] && { [ -x .venv/bin/python ] || externally_managed; }; then
+  if [ ! -x .venv/bin/python ]; then
+    if ! python3 -m venv .venv 2>/dev/null; then
+      rm -rf .venv
+      if is_root_debian; then
+        log "installing python3-venv (apt-get) for the project's virtual environment"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+        python3 -m venv .venv
+      else
+        log "this Python is externally managed and cannot make a virtual environment: install python3-venv (sudo apt-get install python3-venv), then run this again"
+        exit 2
+      fi
+    fi
+    log "made a virtual environment in .venv/ (the system Python is externally managed)"
+  fi
+  PY=.venv/bin/python
+fi
+
 # Python dependencies: reinstalled when pyproject.toml changes (a stamp holds its hash).
 stamp=.stagecraft/setup-python.sha256
-want=$(python3 -c 'import hashlib,sys; print(hashlib.sha256(open("pyproject.toml","rb").read()).hexdigest() + " " + sys.executable)')
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! python3 -c 'import docker, jinja2, yaml, jsonschema, pytest, testinfra, pynvml' 2>/dev/null; then
-  log "installing Python dependencies (pip install -e '.[test]')"
-  python3 -m pip install -q -e '.[test]'
+want=$("$PY" -c 'import hashlib,sys; print(hashlib.sha256(open("pyproject.toml","rb").read()).hexdigest() + " " + sys.executable)')
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! "$PY" -c 'import docker, jinja2, yaml, jsonschema, pytest, testinfra, pynvml' 2>/dev/null; then
+  log "installing Python dependencies into $("$PY" -c 'import sys; print(sys.prefix)') (pip install -e '.[test]')"
+  "$PY" -m pip install -q -e '.[test]'
   mkdir -p .stagecraft && printf '%s\n' "$want" > "$stamp"
 fi
 
@@ -29,8 +60,6 @@ engine_answers() {
   done
   return 1
 }
-
-is_root_debian() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
 
 command -v debootstrap >/dev/null 2>&1 || want_apt+=(debootstrap)
 [ -x /usr/bin/dockerd ] || command -v dockerd >/dev/null 2>&1 || want_apt+=(docker.io)
