@@ -33,6 +33,7 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 DOCKER = os.environ.get("STAGECRAFT_DOCKER", "/usr/bin/docker")
 
 
@@ -84,9 +85,14 @@ def render_all(project: Path, tags: list[str], out: Path) -> list[Path]:
 
 
 def plain(project: Path, files: list[Path], target: str | None = None) -> float:
+    """Plain sequential builds, given the same CA bundle secret stagecraft finds."""
+    from stagecraft.cabundle import SECRET_ID, find_ca_bundle
+
+    bundle = find_ca_bundle()
+    secret = ["--secret", f"id={SECRET_ID},src={bundle.path}"] if bundle else []
     total = 0.0
     for f in files:
-        argv = [DOCKER, "build", "-q", "-f", str(f), "-t", f"bench/plain:{f.stem}"]
+        argv = [DOCKER, "build", "-q", *secret, "-f", str(f), "-t", f"bench/plain:{f.stem}"]
         if target:
             argv += ["--target", target]
         argv.append(str(project))
@@ -102,7 +108,8 @@ def main() -> int:
     args = ap.parse_args()
     tags = args.tags.split(",")
     results: dict = {"tags": tags, "jobs": args.jobs, "machine": f"{os.cpu_count()} CPUs, {platform.machine()}",
-                     "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                     "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                     "loadavg_start": os.getloadavg()}
     with tempfile.TemporaryDirectory(prefix="stagecraft-bench-") as tmp:
         (Path(tmp) / "sc").mkdir()
         (Path(tmp) / "plain").mkdir()
@@ -144,6 +151,7 @@ def main() -> int:
                                    "ratio": round(t_sc / t_alone, 3)}
         print(f"c. runtime template edited: stagecraft rebuilt {rebuilt} in {t_sc:.1f} s; plain builds "
               f"of the runtime stage alone {t_alone:.1f} s, ratio {t_sc / t_alone:.2f}", flush=True)
+    results["loadavg_end"] = os.getloadavg()
     out = ROOT / "bench" / "results" / "build.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")
