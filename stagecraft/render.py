@@ -14,6 +14,7 @@ anywhere with the project directory as build context.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -41,8 +42,15 @@ class RenderedStage:
 
 
 def _environment(matrix: Matrix) -> jinja2.Environment:
+    return _environment_for(str(matrix.templates_dir))
+
+
+@functools.lru_cache(maxsize=8)
+def _environment_for(templates_dir: str) -> jinja2.Environment:
+    # One environment per templates directory: it caches compiled templates (checking
+    # their mtime), so a plan over many images compiles each template once.
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(matrix.templates_dir)),
+        loader=jinja2.FileSystemLoader(templates_dir),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,
