@@ -114,6 +114,9 @@ def hash_files(root: Path, paths: tuple[str, ...]) -> tuple[CopiedFile, ...]:
             if p.is_file() and not (set(p.relative_to(root).parts) & EXCLUDED_NAMES)
             and not p.name.endswith(EXCLUDED_SUFFIXES))
         for p in walk:
+            if p.is_symlink():  # COPY would copy the link itself; never copy its target
+                raise InputError.one(str(p.relative_to(root)), "a copied path holds a symbolic link",
+                                     "replace it with the file it points to")
             digest = hashlib.sha256(p.read_bytes()).hexdigest()
             mode = stat.S_IMODE(os.stat(p).st_mode) & 0o755
             out.append(CopiedFile(str(p.relative_to(root)), mode, digest))

@@ -144,3 +144,17 @@ def test_base_source_changes_the_base_identity():
     boot, pull = base_image(spec.base, "bootstrap"), base_image(spec.base, "pull")
     assert boot.ref.startswith("stagecraft-base/debian:bookworm-")
     assert "@sha256:" in pull.ref and boot.identity != pull.identity
+
+
+def test_a_symlink_in_a_copied_path_is_refused(tmp_path):
+    import shutil
+
+    for name in ("templates", "tests"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    for name in ("entrypoint", "probes"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "probes" / "host-secret").symlink_to("/etc/hostname")
+    path = tmp_path / "matrix.yaml"
+    path.write_text(MINIMAL)
+    with pytest.raises(InputError, match="probes/host-secret: a copied path holds a symbolic link"):
+        _plan(path)
