@@ -7,6 +7,7 @@
     python build.py plan [--tag T | --all]        stages: built, to build, order
     python build.py test [--tag T | --all]        testinfra suites against built images
     python build.py doctor                        the engine and BuildKit path found
+    python build.py freeze TAG                    pins of a built image's venv (for constraints:)
     python build.py probe [--tag T] [--json]      this host's hardware; the best tag for it
                                                   (no Docker; STAGECRAFT_PROBE_ROOT=DIR, test/debug
                                                   only, probes DIR instead of /)
@@ -37,7 +38,8 @@ from .errors import EXIT_FAILED, EXIT_INPUT, EXIT_OK, BuildError, InputError
 from .expand import ImageSpec, expand, resolve
 from .matrix import Matrix, load_matrix
 
-COMMANDS = ("build", "render", "plan", "test", "list", "doctor", "push", "matrix", "bake", "probe")
+COMMANDS = ("build", "render", "plan", "test", "list", "doctor", "push", "matrix", "bake", "probe",
+            "freeze")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -405,6 +407,40 @@ def cmd_bake(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) -
     return EXIT_OK
 
 
+def cmd_freeze(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) -> int:
+    """Print what pip resolved in a built image's venv, as the framework's `constraints:`
+    for matrix.yaml: pinning them makes the next build of that key install the same
+    versions (its key changes once, then means one set of packages)."""
+    import re
+
+    from .engine import Engine
+
+    chosen = _select(specs, args, default_all=False)
+    if len(chosen) != 1:
+        raise InputError.one("freeze", "freeze takes exactly one tag", "pass one TAG")
+    spec = chosen[0]
+    ref = f"{args.repository or matrix.repository}:{spec.tag}"
+    engine = Engine()
+    if engine.image_id(ref) is None:
+        raise InputError.one(f"--tag {spec.tag}", f"{ref} is not built",
+                             f"build it first: python3 build.py --tag {spec.tag}")
+    out = engine.client.containers.run(ref, ["/opt/venv/bin/pip", "freeze"], remove=True,
+                                       environment={"STAGECRAFT_QUIET": "1"}).decode()
+    skip = {spec.framework["package"].lower()} | {
+        re.split(r"[=<>!~ ]", r, maxsplit=1)[0].lower() for r in matrix.entrypoint.get("requirements", [])}
+    pins = sorted((ln.strip() for ln in out.splitlines() if "==" in ln), key=str.lower)
+    pins = [p for p in pins if p.split("==")[0].lower().replace("_", "-") not in
+            {x.replace("_", "-") for x in skip}]
+    if args.json:
+        _emit_json({"tag": spec.tag, "framework": spec.framework["name"], "constraints": pins})
+    else:
+        print(f"# components.framework.{spec.framework['name']}.constraints, from {ref}")
+        print("constraints:")
+        for pin in pins:
+            print(f"  - {pin}")
+    return EXIT_OK
+
+
 def cmd_doctor(matrix: Matrix | None, args: argparse.Namespace) -> int:
     from .cabundle import find_ca_bundle
     from .engine import Engine
@@ -496,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_list(matrix, specs, args)
         handler = {"render": cmd_render, "plan": cmd_plan, "test": cmd_test,
                    "build": cmd_build, "push": cmd_push, "matrix": cmd_matrix,
-                   "bake": cmd_bake, "probe": cmd_probe}[args.command]
+                   "bake": cmd_bake, "probe": cmd_probe, "freeze": cmd_freeze}[args.command]
         return handler(matrix, specs, args)
     except InputError as exc:
         for problem in exc.problems:

@@ -115,7 +115,7 @@ ENV VIRTUAL_ENV=/opt/venv \
 RUN --mount=type=secret,id=pip-ca,required=false \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
  && python3 -m venv /opt/venv \
- && printf '%s\n' 'numpy==1.26.4' 'protobuf==3.20.2' > /tmp/constraints.txt \
+ && printf '%s\n' 'anyio==4.16.0' 'astor==0.8.1' 'certifi==2026.10.19.post1' 'decorator==5.3.1' 'h11==0.16.0' 'httpcore==1.0.9' 'httpx==0.28.1' 'idna==3.20' 'numpy==1.26.4' 'opt-einsum==3.3.0' 'pillow==13.0.0' 'protobuf==3.20.2' 'typing_extensions==4.16.0' > /tmp/constraints.txt \
  && /opt/venv/bin/pip install --no-cache-dir -c /tmp/constraints.txt \
       'paddlepaddle-gpu==2.6.2' \
       'nvidia-ml-py==13.580.82' \

@@ -52,7 +52,7 @@ ENV VIRTUAL_ENV=/opt/venv \
 RUN --mount=type=secret,id=pip-ca,required=false \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
  && python3 -m venv /opt/venv \
- && printf '%s\n' 'numpy==2.3.5' > /tmp/constraints.txt \
+ && printf '%s\n' 'anyio==4.16.0' 'certifi==2026.10.19.post1' 'h11==0.16.0' 'httpcore==1.0.9' 'httpx==0.28.1' 'idna==3.20' 'networkx==3.6.1' 'numpy==2.3.5' 'opt-einsum==3.3.0' 'pillow==13.0.0' 'protobuf==7.36.2' 'safetensors==0.8.0' 'typing_extensions==4.16.0' > /tmp/constraints.txt \
  && /opt/venv/bin/pip install --no-cache-dir -c /tmp/constraints.txt \
       'paddlepaddle==3.3.1' \
       'nvidia-ml-py==13.580.82' \
