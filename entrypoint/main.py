@@ -207,6 +207,13 @@ def show_report(args: Sequence[str], env: Mapping[str, str] | None = None) -> in
 
     from entrypoint import runtime
 
+    unknown = [a for a in args if a not in ("--json", "--fresh")]
+    if unknown:
+        print("usage: stagecraft-report [--json] [--fresh]\n  the start-up report of this "
+              "container: devices found, the kernel set chosen and why;\n  --fresh probes "
+              "again instead of reading the report the entrypoint wrote",
+              file=sys.stdout if unknown in (["--help"], ["-h"]) else sys.stderr)
+        return 0 if unknown in (["--help"], ["-h"]) else 2
     env = dict(os.environ if env is None else env)
     data = None
     path = None if "--fresh" in args else runtime.find(env)

@@ -121,6 +121,11 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def _counts(counts: dict[str, int]) -> str:
+    """pytest's counts as words: ``20 passed, 1 failed``."""
+    return ", ".join(f"{n} {word}" for word, n in counts.items()) or "no tests"
+
+
 def _human_size(n: int) -> str:
     return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
 
@@ -241,7 +246,7 @@ def cmd_build(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) 
                 spec = next(s for s in chosen if s.tag == img.tag)
                 _say(f"testing {img.ref} ({len(spec.tests)} suites)")
                 tests[img.tag] = run_suites(engine, matrix, spec, img.ref, _state_dir(matrix, args))
-                _say(f"  {'passed' if tests[img.tag].passed else 'FAILED'} {tests[img.tag].counts}")
+                _say(f"  {'passed' if tests[img.tag].passed else 'FAILED'}: {_counts(tests[img.tag].counts)}")
     ok = report.ok and all(t.passed for t in tests.values())
     ok = ok and (args.skip_unreachable or not skipped)
     pushed: dict[str, Any] | None = None
@@ -307,13 +312,13 @@ def cmd_test(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) -
         ref = f"{repository}:{spec.tag}"
         _say(f"testing {ref} ({', '.join(spec.tests)})")
         res = run_suites(engine, matrix, spec, ref, _state_dir(matrix, args))
-        _say(res.output_tail if not res.passed else f"  passed {res.counts} in {res.seconds:.1f} s")
+        _say(res.output_tail if not res.passed else f"  {_counts(res.counts)} in {res.seconds:.1f} s")
         results.append(res)
     if args.json:
         _emit_json([asdict(r) for r in results])
     else:
         for r in results:
-            print(f"{'PASS' if r.passed else 'FAIL'} {repository}:{r.tag} {r.counts}")
+            print(f"{'PASS' if r.passed else 'FAIL'} {repository}:{r.tag} ({_counts(r.counts)})")
     return EXIT_OK if all(r.passed for r in results) else EXIT_FAILED
 
 

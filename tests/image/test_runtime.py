@@ -76,3 +76,21 @@ def test_works_under_any_uid(spec):
         spec["image_id"], ["sh", "-c", "touch /workspace/x && echo $HOME && python -c 'import sys'"],
         user="12345", remove=True, environment={"STAGECRAFT_QUIET": "1"})
     assert out.decode().strip().splitlines()[-1] == "/home/worker", f"{spec['tag']}: {out!r}"
+
+
+def test_every_installed_package_is_pinned_by_the_matrix(host, spec):
+    """One key, one set of packages: everything pip resolved is pinned in matrix.yaml
+    (framework constraints, optional components' constraints, the entrypoint's needs).
+    `python3 build.py freeze TAG` prints the pins to paste."""
+    def names(reqs):
+        return {r.split("==")[0].strip().lower().replace("_", "-") for r in reqs if "==" in r}
+
+    pinned = names(spec["framework"].get("constraints", [])) | names(spec["entrypoint"]["requirements"])
+    pinned.add(spec["framework"]["package"].lower())
+    for comp in spec["components"].values():
+        pinned |= names(comp.get("constraints", []) if isinstance(comp, dict) else [])
+        if isinstance(comp, dict) and comp.get("jupyterlab"):
+            pinned.add("jupyterlab")
+    installed = {k.lower().replace("_", "-") for k in host.pip.get_packages(pip_path="/opt/venv/bin/pip")}
+    unpinned = sorted(installed - pinned - {"pip", "setuptools", "wheel"})
+    assert unpinned == [], f"{spec['tag']}: installed but not pinned in matrix.yaml: {unpinned}"
