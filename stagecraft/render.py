@@ -22,6 +22,7 @@ from typing import Any
 import jinja2
 
 from . import compat, kernels
+from .cabundle import SECRET_ID
 from .errors import InputError
 from .expand import ImageSpec
 from .matrix import Matrix
@@ -114,6 +115,7 @@ def render_stages(matrix: Matrix, spec: ImageSpec) -> list[RenderedStage]:
             "image_json": manifest,
             "manifest_path": MANIFEST_PATH,
             "entrypoint": matrix.entrypoint,
+            "pip_ca_secret": SECRET_ID,
         }
         for table in stage.uses:
             context[table] = spec.components[table]
