@@ -85,7 +85,7 @@ def parse_bake_cache(text: str | None) -> BakeCache | None:
         return None
     if text.strip() == "type=gha":
         return BakeCache("gha")
-    spec = parse(text, "--cache-to")
+    spec = parse(text, "--cache")
     return BakeCache(spec.kind, spec.location)
 
 

@@ -131,6 +131,8 @@ def _human_size(n: int) -> str:
 
 
 def cmd_list(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) -> int:
+    if args.tag or args.target:  # --list --tag T: just those (an unknown T is an error)
+        specs = _select(specs, args, default_all=True)
     if args.json:
         _emit_json([{"tag": s.tag, "aliases": list(s.aliases), "group": s.group,
                      "chain": list(s.chain), "selection": dict(s.selection)} for s in specs])
