@@ -309,7 +309,7 @@ def cmd_test(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) -
         ref = f"{repository}:{spec.tag}"
         if engine.image_id(ref) is None:
             raise InputError.one(f"--tag {spec.tag}", f"{ref} is not built",
-                                 f"build it first: python build.py --tag {spec.tag}")
+                                 f"build it first: python3 build.py --tag {spec.tag}")
     for spec in chosen:
         ref = f"{repository}:{spec.tag}"
         _say(f"testing {ref} ({', '.join(spec.tests)})")

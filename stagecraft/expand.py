@@ -163,5 +163,5 @@ def resolve(specs: list[ImageSpec], query: str) -> ImageSpec:
                              "give more of the tag")
     every = [n for spec in specs for n in spec.names]
     close = difflib.get_close_matches(query, every, n=4, cutoff=0.4)
-    hint = f"closest: {', '.join(close)}" if close else "run `python build.py --list`"
+    hint = f"closest: {', '.join(close)}" if close else "run `python3 build.py --list`"
     raise InputError.one(f"--tag {query}", "no such tag or alias in the matrix", hint)

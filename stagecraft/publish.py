@@ -519,19 +519,19 @@ def gate(daemon: Daemon, specs: list[ImageSpec], repository: str,
         image_id = daemon.image_id(ref)
         if image_id is None:
             problems.append(Problem(f"--tag {spec.tag}", f"{ref} is not built",
-                                    f"build and test it: python build.py --tag {spec.tag} --test"))
+                                    f"build and test it: python3 build.py --tag {spec.tag} --test"))
             continue
         record = load_record(state_dir, image_id)
         short = image_id.split(":")[-1][:12]
         if record is None:
             problems.append(Problem(f"--tag {spec.tag}", f"refused: image {short} has no test "
                                     "record (untested since it was built)",
-                                    f"run: python build.py test --tag {spec.tag}"))
+                                    f"run: python3 build.py test --tag {spec.tag}"))
             continue
         if not record.get("passed"):
             problems.append(Problem(f"--tag {spec.tag}", f"refused: image {short} failed its "
                                     f"tests {record.get('counts', {})}",
-                                    f"fix it and rerun: python build.py test --tag {spec.tag}"))
+                                    f"fix it and rerun: python3 build.py test --tag {spec.tag}"))
             continue
         path = record_path(state_dir, image_id)
         out.append(Candidate(spec, ref, image_id, TestGate(

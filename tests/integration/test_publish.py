@@ -279,7 +279,7 @@ def test_untested_image_refused(paddle, registry, client, state):
         assert proc.returncode == 2, proc.stderr
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and "refused" in lines[0] and "no test record" in lines[0], lines
-        assert "python build.py test --tag 2.6.2-cpu" in lines[0]
+        assert "python3 build.py test --tag 2.6.2-cpu" in lines[0]
         assert proc.stdout == ""
         assert repo not in registry.catalog() and registry.tags(repo) == []
         # A failed record refuses too.

@@ -201,7 +201,7 @@ def test_gate_refuses_untested_and_failed_and_pushes_nothing(six):
     lines = [p.line() for p in exc.value.problems]
     assert len(lines) == 2
     assert "1.16.0-cpu" in lines[0] and "no test record" in lines[0]
-    assert "python build.py test --tag 1.16.0-cpu" in lines[0]
+    assert "python3 build.py test --tag 1.16.0-cpu" in lines[0]
     assert "1.17.0-cpu" in lines[1] and "failed its tests" in lines[1]
     assert daemon.events == []
 
