@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import threading
 from collections.abc import Callable, Iterable
@@ -226,12 +225,6 @@ class Engine:
         except docker.errors.DockerException as exc:
             raise BuildError(f"push of {ref} failed: {_short(exc)}") from None
 
-    def remove(self, ref: str) -> None:
-        """Remove an image reference if present (the image stays while other names hold it)."""
-        try:
-            self.client.images.remove(ref, noprune=True)
-        except docker.errors.ImageNotFound:
-            pass
 
 
 _STEP_OUTPUT = re.compile(r"^#\d+ \d+\.\d+ (.*)$")
@@ -252,8 +245,3 @@ def failure_reason(lines: list[str]) -> str:
 def _short(exc: Exception) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text[:200]
-
-
-def which_docker() -> str | None:
-    """Path of the first docker client on PATH, if any."""
-    return shutil.which("docker")

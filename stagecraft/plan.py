@@ -91,9 +91,6 @@ class Plan:
     images: tuple[ImagePlan, ...]
     bases: tuple[BaseImage, ...]
 
-    def children(self, key: str) -> list[str]:
-        """Keys of the nodes built directly on ``key``."""
-        return [k for k, n in self.nodes.items() if n.parent_key == key]
 
 
 def stage_ref(stage: str, key: str) -> str:
