@@ -92,7 +92,6 @@ class Plan:
     bases: tuple[BaseImage, ...]
 
 
-
 def stage_ref(stage: str, key: str) -> str:
     """Local image reference of a stage with content key ``key``."""
     return f"{STAGE_REPOSITORY}/{stage}:{key[:24]}"
