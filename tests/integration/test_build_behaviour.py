@@ -50,12 +50,15 @@ def test_ca_bundle_is_in_no_layer_history_or_label(six_project, client, tmp_path
     marker = f"stagecraft-secret-marker-{uuid.uuid4().hex}"
     bundle = tmp_path / "ca.pem"
     bundle.write_text(Path("/etc/ssl/certs/ca-certificates.crt").read_text() + f"\n# {marker}\n")
-    # A new constraint makes the runtime stage new, so pip really runs with the secret.
+    # A constraint no earlier run used makes a new runtime key, so pip really runs with
+    # this bundle as its secret (pip needs it here: TLS is intercepted).
+    unique = f"setuptools<{1000 + uuid.uuid4().int % 10**9}"
     text = six_project.read_text().replace(
-        'build: {python: ["3.11"]}', 'build: {python: ["3.11"]}\n      constraints: ["six==1.16.0"]')
+        'build: {python: ["3.11"]}', f'build: {{python: ["3.11"]}}\n      constraints: ["six==1.16.0", "{unique}"]')
     six_project.write_text(text)
     proc = _cli(six_project, "--tag", "1.16.0-cpu", "--ca-bundle", str(bundle))
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(r"runtime@\w+ built in", proc.stderr), "the runtime stage was not built this run"
     assert f"CA bundle: {bundle}" in proc.stderr, proc.stderr[:500]
     ref = f"{REPO}:1.16.0-cpu"
     blob = b"".join(client.images.get(ref).save(named=True))
@@ -96,7 +99,7 @@ def test_failure_leaves_tags_and_unrelated_images(six_project, client):
 def test_interrupt_moves_no_tag_and_the_next_run_resumes(six_project, client):
     text = six_project.read_text().replace(
         '      version: "1.17.0"\n',
-        f'      version: "1.17.0"\n      constraints: ["six==1.17.0", "setuptools<{90 + uuid.uuid4().int % 9}"]\n')
+        f'      version: "1.17.0"\n      constraints: ["six==1.17.0", "setuptools<{1000 + uuid.uuid4().int % 10**9}"]\n')
     six_project.write_text(text)
     assert _image_id(client, f"{REPO}:1.17.0-cpu") is None
     argv = [sys.executable, str(ROOT / "build.py"), "--matrix", str(six_project), "--tag", "1.17.0-cpu"]
@@ -109,7 +112,8 @@ def test_interrupt_moves_no_tag_and_the_next_run_resumes(six_project, client):
         seen += line
         if re.search(r"runtime@\w+ \[\d/\d\] RUN", line):
             break
-    assert "runtime@" in seen, seen[-2000:]
+    # A unique constraint makes a new runtime key: its RUN step must really be running.
+    assert re.search(r"runtime@\w+ \[\d/\d\] RUN", seen), seen[-2000:]
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     seen += err
