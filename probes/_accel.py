@@ -8,7 +8,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 from probes import _fs
-from probes.types import UNUSABLE, DeviceProbe
+from probes.types import ABSENT, UNUSABLE, DeviceProbe
 
 
 def timed(family: str, fn: Callable[[], DeviceProbe]) -> DeviceProbe:
@@ -24,3 +24,22 @@ def timed(family: str, fn: Callable[[], DeviceProbe]) -> DeviceProbe:
 def denied(root: str, paths: list[str]) -> list[str]:
     """The paths (that exist) this process may not open read-write."""
     return [p for p in paths if _fs.exists(root, p) and not _fs.may_open_rw(root, p)]
+
+
+def gate(root: str, family: str, vendor: str, node_prefix: str,
+         controls: tuple[str, ...]) -> tuple[list[tuple[int, str]], DeviceProbe | None]:
+    """The steps every device-node family shares: its numbered nodes (/dev/<prefix><N>),
+    its control nodes, and permission to open them. Returns ``(nodes, None)`` when the
+    family may go on to its own checks, else ``(nodes, the absent/unusable result)``."""
+    nodes = _fs.numbered(root, "/dev", node_prefix)
+    if not nodes:
+        return nodes, DeviceProbe(family, ABSENT, f"no {vendor} visible (no /dev/{node_prefix}<N>)")
+    missing = [p for p in controls if not _fs.exists(root, p)]
+    if missing:
+        return nodes, DeviceProbe(family, UNUSABLE, f"/dev/{node_prefix}* present but "
+                                  + ", ".join(missing) + " missing (pass it with --device)")
+    no = denied(root, [p for _, p in nodes] + list(controls))
+    if no:
+        return nodes, DeviceProbe(family, UNUSABLE, "no permission on " + ", ".join(no)
+                                  + " (run with a group that may open them, or --privileged)")
+    return nodes, None

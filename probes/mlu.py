@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 from probes import _accel, _fs
-from probes.types import ABSENT, UNUSABLE, USABLE, Device, DeviceProbe
+from probes.types import UNUSABLE, USABLE, Device, DeviceProbe
 
 _CARD = re.compile(r"^\|\s*(\d+)\s+(\S+)\s+(MLU\S*)\s+(v\S+)\s*\|(.*)$")
 
@@ -45,14 +45,9 @@ def probe(root: str = "/", budget_s: float = 2.0, env: Mapping[str, str] | None 
 
 def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
     t0 = time.monotonic()
-    nodes = _fs.numbered(root, "/dev", "cambricon_dev")
-    if not nodes:
-        return DeviceProbe("mlu", ABSENT, "no Cambricon MLU visible (no /dev/cambricon_dev<N>)")
-    if not _fs.exists(root, "/dev/cambricon_ctl"):
-        return DeviceProbe("mlu", UNUSABLE, "/dev/cambricon_dev* present but /dev/cambricon_ctl missing")
-    no = _accel.denied(root, [p for _, p in nodes] + ["/dev/cambricon_ctl"])
-    if no:
-        return DeviceProbe("mlu", UNUSABLE, "no permission on " + ", ".join(no))
+    nodes, stop = _accel.gate(root, "mlu", "Cambricon MLU", "cambricon_dev", ("/dev/cambricon_ctl",))
+    if stop:
+        return stop
     devs = [Device(index=i, node=p) for i, p in nodes]
     tool = _fs.which(root, "cnmon", env.get("PATH"))
     if tool is None:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 from probes import _accel, _fs
-from probes.types import ABSENT, UNUSABLE, USABLE, Device, DeviceProbe
+from probes.types import UNUSABLE, USABLE, Device, DeviceProbe
 
 CONTROL = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
 TOOL_DIRS = ("/usr/local/sbin", "/usr/local/Ascend/driver/tools")
@@ -47,16 +47,9 @@ def probe(root: str = "/", budget_s: float = 2.0, env: Mapping[str, str] | None 
 
 def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
     t0 = time.monotonic()
-    nodes = _fs.numbered(root, "/dev", "davinci")
-    if not nodes:
-        return DeviceProbe("npu", ABSENT, "no Ascend NPU visible (no /dev/davinci<N>)")
-    missing = [p for p in CONTROL if not _fs.exists(root, p)]
-    if missing:
-        return DeviceProbe("npu", UNUSABLE, "/dev/davinci* present but " + ", ".join(missing)
-                           + " missing (pass them with --device)")
-    no = _accel.denied(root, [p for _, p in nodes] + list(CONTROL))
-    if no:
-        return DeviceProbe("npu", UNUSABLE, "no permission on " + ", ".join(no))
+    nodes, stop = _accel.gate(root, "npu", "Ascend NPU", "davinci", tuple(CONTROL))
+    if stop:
+        return stop
     info = _fs.read(root, "/usr/local/Ascend/driver/version.info") or ""
     m = re.search(r"^Version=(\S+)", info, re.MULTILINE)
     driver = m.group(1) if m else ""

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 from probes import _accel, _fs
-from probes.types import ABSENT, UNUSABLE, USABLE, Device, DeviceProbe
+from probes.types import UNUSABLE, USABLE, Device, DeviceProbe
 
 TOOL_DIRS = ("/usr/local/xpu/bin", "/usr/local/xpu/tools")
 
@@ -52,15 +52,9 @@ def probe(root: str = "/", budget_s: float = 2.0, env: Mapping[str, str] | None 
 
 def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
     t0 = time.monotonic()
-    nodes = _fs.numbered(root, "/dev", "xpu")
-    if not nodes:
-        return DeviceProbe("xpu", ABSENT, "no Kunlun XPU visible (no /dev/xpu<N>)")
-    if not _fs.exists(root, "/dev/xpuctrl"):
-        return DeviceProbe("xpu", UNUSABLE, "/dev/xpu* present but /dev/xpuctrl missing (pass it with --device)")
-    no = _accel.denied(root, [p for _, p in nodes] + ["/dev/xpuctrl"])
-    if no:
-        return DeviceProbe("xpu", UNUSABLE, "no permission on " + ", ".join(no)
-                           + " (run with a group that may open them, or --privileged)")
+    nodes, stop = _accel.gate(root, "xpu", "Kunlun XPU", "xpu", ("/dev/xpuctrl",))
+    if stop:
+        return stop
     devs = [Device(index=i, node=p) for i, p in nodes]
     tool = _fs.which(root, "xpu_smi", env.get("PATH"), TOOL_DIRS)
     if tool is None:
