@@ -1,9 +1,14 @@
 """Command line: a thin layer over the pure modules and the engine.
 
+Each command has its own options and its own ``--help`` (``build.py COMMAND --help``), as
+docker and buildx do; ``build`` is the default command, so ``build.py --tag T`` is
+``build.py build --tag T``. ``--matrix FILE`` may come before the command or among its
+options.
+
     python build.py --tag 2.6.0-gpu-cuda11.8      build one image (tag, alias or prefix)
     python build.py --all [--jobs N]              build every image of the matrix
-    python build.py --list                        tags and aliases
-    python build.py render TAG                    the tag's multi-stage Dockerfile
+    python build.py --list                        tags and aliases (also: `list`)
+    python build.py render TAG [-o FILE]          the tag's multi-stage Dockerfile
     python build.py plan [--tag T | --all]        stages: built, to build, order
     python build.py test [--tag T | --all]        testinfra suites against built images
     python build.py doctor                        the engine and BuildKit path found
@@ -11,7 +16,7 @@
     python build.py probe [--tag T] [--json]      this host's hardware; the best tag for it
                                                   (no Docker; STAGECRAFT_PROBE_ROOT=DIR, test/debug
                                                   only, probes DIR instead of /)
-    python build.py push [--tag T | --all] [--registry HOST:PORT]
+    python build.py push [--tag T | --all] [--registry HOST[:PORT][/NAMESPACE]]
                                                   push tested images, then their aliases
     python build.py matrix [--format github|json] the CI job matrix (one entry per tag)
     python build.py bake [-o docker-bake.json]    a bake file: each stage a target
@@ -19,6 +24,10 @@
 Progress and logs go to stderr; results (built ``repo:tag`` lines, or JSON with
 ``--json``) to stdout. Exit status: 0 ok, 1 a build, test or push failed, 2 bad input
 (an untested or test-failed image refused by `push` is bad input: nothing is pushed).
+
+Adding a command: one function that adds its options to a parser, and one
+``@command(NAME, SUMMARY, *option_groups)`` function ``cmd_NAME(args) -> exit status``
+(``_load(args)`` gives the matrix and its images). Nothing else needs to change.
 """
 
 from __future__ import annotations
@@ -28,7 +37,8 @@ import json
 import os
 import signal
 import sys
-from dataclasses import asdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -38,37 +48,99 @@ from .errors import EXIT_FAILED, EXIT_INPUT, EXIT_OK, BuildError, InputError
 from .expand import ImageSpec, expand, resolve
 from .matrix import Matrix, load_matrix
 
-COMMANDS = ("build", "render", "plan", "test", "list", "doctor", "push", "matrix", "bake", "probe",
-            "freeze")
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: ``run(args)`` returns the exit status; ``options`` add its
+    arguments to its own parser (so ``build.py NAME --help`` lists only those)."""
+
+    name: str
+    summary: str
+    run: Callable[[argparse.Namespace], int]
+    options: tuple[Callable[[argparse.ArgumentParser], None], ...]
+
+
+COMMANDS: dict[str, Command] = {}
+DEFAULT_COMMAND = "build"
+
+
+def command(name: str, summary: str, *options: Callable[[argparse.ArgumentParser], None]):
+    """Register ``cmd_NAME(args) -> int`` as the subcommand ``name`` with the option
+    groups ``options`` (functions that add arguments to a parser)."""
+
+    def register(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        COMMANDS[name] = Command(name, summary, run, options)
+        return run
+
+    return register
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, exit 2
-        self.exit(EXIT_INPUT, f"{self.prog}: {message}; see {self.prog} --help\n")
+        self.exit(EXIT_INPUT, f"{self.prog}: {_clip(message, 300)}; see {self.prog} --help\n")
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="build.py", description="Build, test and render the images of matrix.yaml.",
-                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    p.add_argument("command", nargs="?", default="build", choices=COMMANDS,
-                   help="what to do (default: build)")
-    p.add_argument("target", nargs="?", help="tag for `render` (same as --tag)")
-    p.add_argument("--matrix", default="matrix.yaml", help="matrix file (default: matrix.yaml)")
+# Option groups: each adds a few related options; a command lists the groups it takes.
+
+def _matrix_option(p: argparse.ArgumentParser) -> None:
+    # SUPPRESS: given after the command it overrides the global one, else it leaves it alone.
+    p.add_argument("--matrix", default=argparse.SUPPRESS, metavar="FILE",
+                   help="matrix file (default: matrix.yaml); also accepted before the command")
+
+
+def _one_tag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("target", nargs="?", metavar="TAG", help="a tag (same as --tag TAG)")
     p.add_argument("-t", "--tag", action="append", default=[],
-                   help="tag, alias or unique prefix; repeatable")
+                   help="tag, alias or unique prefix")
+
+
+def _selection(p: argparse.ArgumentParser) -> None:
+    _one_tag(p)
     p.add_argument("--all", action="store_true", help="every image of the matrix")
-    p.add_argument("--list", action="store_true", help="list tags and aliases, then exit")
-    p.add_argument("--dry-run", action="store_true", help="show the plan; build nothing")
+
+
+def _json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable results on stdout")
-    p.add_argument("--jobs", type=int, default=1, help="stages built at once (default: 1)")
+
+
+def _repository(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repository", help="repository of the final tags (default: from matrix)")
+
+
+def _base_source(p: argparse.ArgumentParser) -> None:
     p.add_argument("--base-source", choices=("bootstrap", "pull"),
                    help="where base images come from (default: per base in matrix.yaml; "
-                        "`render` defaults to pull)")
+                        "`render`, `bake` and `matrix` default to pull)")
+
+
+def _ca(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ca-bundle", metavar="PATH",
                    help="CA bundle for pip inside builds (default: found in the environment "
                         "and pip.conf); passed as a BuildKit secret only")
     p.add_argument("--no-ca-bundle", action="store_true", help="do not pass any CA bundle")
+
+
+def _state(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--state-dir", default=None,
+                   help="logs, test records, run manifests (default: .stagecraft/ beside "
+                        "matrix.yaml)")
+
+
+def _registry(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--registry", metavar="HOST[:PORT][/NAMESPACE]",
+                   help="registry to push to (default: from matrix); refs become "
+                        "HOST[:PORT][/NAMESPACE]/REPOSITORY:TAG")
+
+
+def _push_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--retries", type=int, default=3,
+                   help="retries of a transient push failure, with backoff (default: 3)")
+
+
+def _build_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--list", action="store_true", help="list tags and aliases, then exit")
+    p.add_argument("--dry-run", action="store_true", help="show the plan; build nothing")
+    p.add_argument("--jobs", type=int, default=1, help="stages built at once (default: 1)")
     p.add_argument("--cache-from", metavar="SPEC",
                    help="import build cache per stage key: type=local,dir=PATH or "
                         "type=registry,ref=HOST/REPO")
@@ -77,25 +149,90 @@ def _parser() -> argparse.ArgumentParser:
                    help="skip images whose package index this host cannot reach (exit 0 "
                         "if the rest built); without it they make the run fail")
     p.add_argument("--test", action="store_true", help="after building, run the testinfra suites")
-    p.add_argument("--state-dir", default=None,
-                   help="logs, test records (default: .stagecraft/ beside matrix.yaml)")
-    p.add_argument("-o", "--output", help="`render`: write the Dockerfile here; `bake`: the bake file")
     p.add_argument("--push", action="store_true",
-                   help="after building and testing (implies --test), push what passed")
-    p.add_argument("--registry", help="`push`: registry HOST[:PORT] (default: from matrix)")
-    p.add_argument("--retries", type=int, default=3,
-                   help="`push`: retries of a transient failure, with backoff (default: 3)")
+                   help="after building and testing (implies --test), push what passed "
+                        "(--registry or registry: in matrix.yaml)")
+
+
+def _output(what: str) -> Callable[[argparse.ArgumentParser], None]:
+    def add(p: argparse.ArgumentParser) -> None:
+        p.add_argument("-o", "--output", metavar="FILE", help=f"write {what} here (default: stdout)")
+
+    return add
+
+
+def _format(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=("github", "json"), default="json",
-                   help="`matrix`: github (a strategy matrix object) or json (default)")
+                   help="github (a strategy matrix object, one line) or json (default)")
+
+
+def _bake_cache(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache", metavar="SPEC",
-                   help="`bake`: cache per stage key: type=gha, type=local,dir=PATH or "
+                   help="cache per stage key: type=gha, type=local,dir=PATH or "
                         "type=registry,ref=HOST/REPO")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="build.py", description="Build, test and render the images of matrix.yaml. "
+                "Without a command, `build` runs: build.py --tag TAG is build.py build --tag TAG.",
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+                epilog="`build.py COMMAND --help` lists the options of a command. See README.md.")
+    p.add_argument("--matrix", default="matrix.yaml", metavar="FILE",
+                   help="matrix file (default: matrix.yaml)")
+    sub = p.add_subparsers(title="commands", dest="command", metavar="COMMAND", required=True)
+    for cmd in sorted(COMMANDS.values(), key=lambda c: c.name != DEFAULT_COMMAND):
+        sp = sub.add_parser(cmd.name, help=cmd.summary, description=cmd.summary,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+        _matrix_option(sp)
+        for add in cmd.options:
+            add(sp)
+        sp.set_defaults(run=cmd.run)
     return p
 
 
+def _with_default_command(argv: list[str]) -> list[str]:
+    """``argv`` with ``build`` inserted where the command is omitted: before the first
+    option that is not a global one (``build.py --tag T``), or at the end (``build.py``).
+    A word that is not a command is left for argparse to refuse by name."""
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok in ("-h", "--help") or tok in COMMANDS:
+            return argv
+        if tok == "--matrix":
+            i += 2
+            continue
+        if tok.startswith("--matrix="):
+            i += 1
+            continue
+        if tok.startswith("-"):
+            return [*argv[:i], DEFAULT_COMMAND, *argv[i:]]
+        return argv  # an unknown word: argparse says "invalid choice"
+    return [*argv, DEFAULT_COMMAND]
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = _parser()
+    args, extra = parser.parse_known_args(_with_default_command(argv))
+    if extra or getattr(args, "target", None) in COMMANDS:  # build.py --all plan
+        misplaced = next((e for e in [getattr(args, "target", None), *extra] if e in COMMANDS), None)
+        if misplaced:
+            parser.error(f"`{misplaced}` must come before its options: build.py [--matrix FILE] "
+                         f"{misplaced} [OPTIONS]")
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    """``text`` as echoed back to the user: at most ``limit`` characters (a user value
+    can be megabytes), with ``...`` and its length when cut."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 def _select(specs: list[ImageSpec], args: argparse.Namespace, default_all: bool) -> list[ImageSpec]:
-    queries = list(args.tag) + ([args.target] if args.target else [])
-    if args.all:
+    target = getattr(args, "target", None)
+    queries = list(args.tag) + ([target] if target else [])
+    if getattr(args, "all", False):
         return specs
     if not queries:
         if default_all:
@@ -130,8 +267,17 @@ def _human_size(n: int) -> str:
     return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
 
 
-def cmd_list(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) -> int:
-    if args.tag or args.target:  # --list --tag T: just those (an unknown T is an error)
+def _load(args: argparse.Namespace) -> tuple[Matrix, list[ImageSpec]]:
+    """The matrix of ``--matrix`` and every image it declares; raises ``InputError``."""
+    matrix = load_matrix(args.matrix)
+    return matrix, expand(matrix)
+
+
+@command("list", "tags, aliases and stage chains of the matrix (also: build.py --list)",
+         _selection, _json)
+def cmd_list(args: argparse.Namespace) -> int:
+    _, specs = _load(args)
+    if args.tag or getattr(args, "target", None):  # --list --tag T: just those (an unknown T is an error)
         specs = _select(specs, args, default_all=True)
     if args.json:
         _emit_json([{"tag": s.tag, "aliases": list(s.aliases), "group": s.group,
@@ -144,9 +290,12 @@ def cmd_list(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) -
     return EXIT_OK
 
 
-def cmd_render(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) -> int:
+@command("render", "print one tag's complete multi-stage Dockerfile", _one_tag, _base_source,
+         _output("the Dockerfile"))
+def cmd_render(args: argparse.Namespace) -> int:
     from .plan import full_dockerfile
 
+    matrix, specs = _load(args)
     chosen = _select(specs, args, default_all=False)
     if len(chosen) != 1:
         raise InputError.one("render", "render takes exactly one tag", "pass one TAG")
@@ -170,13 +319,18 @@ def _plan(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace):
                      getattr(args, "repository", None))
 
 
-def cmd_plan(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace,
-             engine: Any | None = None) -> int:
+@command("plan", "stages, content keys, built or to build", _selection, _json, _repository,
+         _base_source)
+def cmd_plan(args: argparse.Namespace) -> int:
+    matrix, specs = _load(args)
+    return _show_plan(matrix, _select(specs, args, default_all=True), args)
+
+
+def _show_plan(matrix: Matrix, chosen: list[ImageSpec], args: argparse.Namespace) -> int:
     from .engine import Engine
 
-    chosen = _select(specs, args, default_all=True)
     plan = _plan(matrix, chosen, args)
-    engine = engine or Engine()
+    engine = Engine()
     rows = []
     for key, node in plan.nodes.items():
         built = engine.image_id(node.image_ref) is not None
@@ -202,11 +356,16 @@ def _state_dir(matrix: Matrix, args: argparse.Namespace) -> Path:
     return Path(args.state_dir) if args.state_dir else matrix.root / ".stagecraft"
 
 
-def cmd_build(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) -> int:
+@command("build", "build images (the default command: build.py --tag T)", _selection,
+         _build_options, _json, _repository, _base_source, _ca, _state, _registry, _push_options)
+def cmd_build(args: argparse.Namespace) -> int:
     from .builder import BuildOptions, build_plan
     from .cabundle import find_ca_bundle
     from .engine import Engine
 
+    matrix, specs = _load(args)
+    if args.list:
+        return cmd_list(args)
     chosen = _select(specs, args, default_all=False)
     if args.jobs < 1:
         raise InputError.one(f"--jobs {args.jobs}", "must be at least 1", "pass --jobs 1 or more")
@@ -221,7 +380,7 @@ def cmd_build(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) 
         resolve_registry(args.registry, matrix.registry)
         args.test = True
     if args.dry_run:
-        return cmd_plan(matrix, chosen, args)
+        return _show_plan(matrix, chosen, args)
     from .preflight import unreachable
 
     skipped = unreachable(chosen, bundle)
@@ -297,10 +456,13 @@ def _summary(report: Any, tests: dict[str, Any], args: argparse.Namespace,
                     print(f"{i.ref.rsplit(':', 1)[0]}:{name}")
 
 
-def cmd_test(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) -> int:
+@command("test", "run the testinfra suites against built images", _selection, _json,
+         _repository, _state)
+def cmd_test(args: argparse.Namespace) -> int:
     from .engine import Engine
     from .testing import run_suites
 
+    matrix, specs = _load(args)
     chosen = _select(specs, args, default_all=False)
     engine = Engine()
     repository = args.repository or matrix.repository
@@ -359,9 +521,12 @@ def _push(engine: Any, matrix: Matrix, chosen: list[ImageSpec], args: argparse.N
     return run
 
 
-def cmd_push(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) -> int:
+@command("push", "push tested images, tags first, then their aliases", _selection, _json,
+         _repository, _registry, _push_options, _state)
+def cmd_push(args: argparse.Namespace) -> int:
     from .engine import Engine
 
+    matrix, specs = _load(args)
     chosen = _select(specs, args, default_all=False)
     repository = args.repository or matrix.repository
     run = _push(Engine(), matrix, chosen, args, repository)
@@ -384,10 +549,13 @@ def _bake_plan(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace)
                      sourceinfo.created(matrix.root))
 
 
-def cmd_matrix(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) -> int:
+@command("matrix", "the CI job matrix, one entry per tag", _selection, _format, _repository,
+         _registry, _base_source)
+def cmd_matrix(args: argparse.Namespace) -> int:
     """The CI job matrix, from the same plan as ``bake`` (bases pulled by digest)."""
     from .ci import ci_matrix, github_matrix
 
+    matrix, specs = _load(args)
     plan = _bake_plan(matrix, _select(specs, args, default_all=True), args)
     if args.format == "github":  # one line: it goes into $GITHUB_OUTPUT
         sys.stdout.write(json.dumps(github_matrix(plan), sort_keys=True,
@@ -398,9 +566,12 @@ def cmd_matrix(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace)
     return EXIT_OK
 
 
-def cmd_bake(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) -> int:
+@command("bake", "the plan as a buildx bake file, each stage a target", _selection,
+         _output("the bake file"), _bake_cache, _repository, _registry, _base_source)
+def cmd_bake(args: argparse.Namespace) -> int:
     from .ci import bake_file, parse_bake_cache
 
+    matrix, specs = _load(args)
     plan = _bake_plan(matrix, _select(specs, args, default_all=True), args)
     doc = bake_file(plan, args.repository or matrix.repository, args.registry or matrix.registry,
                     parse_bake_cache(args.cache))
@@ -414,7 +585,9 @@ def cmd_bake(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) -
     return EXIT_OK
 
 
-def cmd_freeze(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) -> int:
+@command("freeze", "pins of a built image's venv, as constraints: for matrix.yaml", _one_tag,
+         _json, _repository)
+def cmd_freeze(args: argparse.Namespace) -> int:
     """Print what pip resolved in a built image's venv, as the framework's `constraints:`
     for matrix.yaml: pinning them makes the next build of that key install the same
     versions (its key changes once, then means one set of packages)."""
@@ -422,6 +595,7 @@ def cmd_freeze(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace)
 
     from .engine import Engine
 
+    matrix, specs = _load(args)
     chosen = _select(specs, args, default_all=False)
     if len(chosen) != 1:
         raise InputError.one("freeze", "freeze takes exactly one tag", "pass one TAG")
@@ -448,7 +622,8 @@ def cmd_freeze(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace)
     return EXIT_OK
 
 
-def cmd_doctor(matrix: Matrix | None, args: argparse.Namespace) -> int:
+@command("doctor", "the engine, the BuildKit path and the CA bundle found", _json, _ca)
+def cmd_doctor(args: argparse.Namespace) -> int:
     from .cabundle import find_ca_bundle
     from .engine import Engine
 
@@ -466,7 +641,9 @@ def cmd_doctor(matrix: Matrix | None, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_probe(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) -> int:
+@command("probe", "this host's hardware and the best tag for it (no Docker)", _selection,
+         _json, _repository)
+def cmd_probe(args: argparse.Namespace) -> int:
     """Probe this host as the entrypoint would (no Docker needed) and name the tag of the
     matrix (or of ``--tag``) whose kernel sets suit it best. Exit 0, or 1 when no image
     can run here. STAGECRAFT_PROBE_ROOT=DIR (test/debug only) reads /proc, /sys and /dev
@@ -478,6 +655,7 @@ def cmd_probe(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace) 
 
     from . import kernels
 
+    matrix, specs = _load(args)
     chosen = _select(specs, args, default_all=True)
     root = os.environ.get("STAGECRAFT_PROBE_ROOT") or "/"
     report = host_report(root)
@@ -524,23 +702,14 @@ def _check_repository(repository: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``build.py``; returns the exit status."""
-    args = _parser().parse_args(argv)
+    args = _parse(sys.argv[1:] if argv is None else list(argv))
     try:
         signal.signal(signal.SIGTERM, _terminate)  # a supervisor's stop is handled as Ctrl-C
     except ValueError:  # not the main thread (embedded use): leave signals alone
         pass
     try:
-        _check_repository(args.repository)
-        if args.command == "doctor":
-            return cmd_doctor(None, args)
-        matrix = load_matrix(args.matrix)
-        specs = expand(matrix)
-        if args.list or args.command == "list":
-            return cmd_list(matrix, specs, args)
-        handler = {"render": cmd_render, "plan": cmd_plan, "test": cmd_test,
-                   "build": cmd_build, "push": cmd_push, "matrix": cmd_matrix,
-                   "bake": cmd_bake, "probe": cmd_probe, "freeze": cmd_freeze}[args.command]
-        return handler(matrix, specs, args)
+        _check_repository(getattr(args, "repository", None))
+        return args.run(args)
     except InputError as exc:
         for problem in exc.problems:
             print(f"error: {problem.line()}", file=sys.stderr)

@@ -87,6 +87,9 @@ CLI_CASES = [
     ("missing-matrix", ["--matrix", "nope.yaml", "--list"], "nope.yaml: file not found"),
     ("bad-repository", ["--tag", "1.16.0-cpu", "--repository", "Team/X:y"], "--repository Team/X:y: not a valid repository name"),
     ("bad-cache-spec", ["--tag", "1.16.0-cpu", "--cache-to", "type=s3,bucket=x"], "not a cache location"),
+    ("command-after-options", ["--all", "plan"], "`plan` must come before its options"),
+    ("option-of-another-command", ["--tag", "1.16.0-cpu", "--format", "github"],
+     "unrecognized arguments: --format"),
 ]
 
 
