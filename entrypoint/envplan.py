@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Any
 
+from probes._show import shown
+
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_MAX_THREADS")
 
 
@@ -28,7 +30,7 @@ def plan_env(choice: Any, probes: Mapping[str, Any], kernel_sets: Sequence[Mappi
     notes: list[str] = []
     for k, v in (choice.env or {}).items():
         if k in env:
-            notes.append(f"{k} kept as the user set it ({env[k]!r}); the kernel set wanted {v!r}")
+            notes.append(f"{k} kept as the user set it ({shown(env[k])}); the kernel set wanted {shown(v)}")
         else:
             out[k] = str(v)
     nv = probes.get("nvidia")
@@ -47,7 +49,7 @@ def plan_env(choice: Any, probes: Mapping[str, Any], kernel_sets: Sequence[Mappi
             why.append(f"cpuset {cpu.cpuset} CPUs")
         for var in THREAD_VARS:
             if var in env:
-                notes.append(f"{var} kept as the user set it ({env[var]})")
+                notes.append(f"{var} kept as the user set it ({shown(env[var])})")
             else:
                 out[var] = n
         notes.append(f"thread pools sized to {n} ({', '.join(why) or 'limits'}; {cpu.online} online)")

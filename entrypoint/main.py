@@ -45,8 +45,12 @@ DEFAULT_BUDGET_S = 2.0
 
 
 def _say(msg: str) -> None:
+    """One line on stderr: line breaks and control characters in ``msg`` (which may carry
+    values from the environment or a vendor tool) are escaped, its length bounded."""
+    from probes._show import one_line
+
     try:
-        sys.stderr.write(f"stagecraft: {msg}\n")
+        sys.stderr.write(f"stagecraft: {one_line(msg)}\n")
         sys.stderr.flush()
     except (OSError, ValueError):
         pass

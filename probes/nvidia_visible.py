@@ -22,6 +22,7 @@ TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+from probes._show import shown
 from probes.types import Device
 
 
@@ -29,12 +30,12 @@ def hidden_reason(env: Mapping[str, str]) -> str | None:
     """A reason when the environment hides every GPU before any probing; else None."""
     nvd = env.get("NVIDIA_VISIBLE_DEVICES")
     if nvd is not None and nvd.strip().lower() in ("", "void", "none"):
-        return f"NVIDIA_VISIBLE_DEVICES={nvd.strip()!r}: the container runtime passed no GPU"
+        return f"NVIDIA_VISIBLE_DEVICES={shown(nvd.strip())}: the container runtime passed no GPU"
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is not None:
         first = cvd.split(",")[0].strip().lower()
         if first == "" or first == "none" or first.startswith("-"):
-            return f"CUDA_VISIBLE_DEVICES={cvd!r} hides every GPU"
+            return f"CUDA_VISIBLE_DEVICES={shown(cvd)} hides every GPU"
     return None
 
 
@@ -88,7 +89,7 @@ def visible(devices: Sequence[Device], env: Mapping[str, str]) -> tuple[list[Dev
             dev = _by_uuid_prefix(pool, tok)
         if dev is None:
             if tok:
-                notes.append(f"CUDA_VISIBLE_DEVICES entry {tok!r} matches no GPU; CUDA ignores it and all after it")
+                notes.append(f"CUDA_VISIBLE_DEVICES entry {shown(tok)} matches no GPU; CUDA ignores it and all after it")
             break
         if dev in chosen:
             notes.append(f"CUDA_VISIBLE_DEVICES names GPU {dev.index} twice")
@@ -98,5 +99,5 @@ def visible(devices: Sequence[Device], env: Mapping[str, str]) -> tuple[list[Dev
         notes.append("CUDA_VISIBLE_DEVICES indices read in PCI bus order (NVML's); "
                      "set CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA agrees")
     if not chosen:
-        notes.insert(0, f"CUDA_VISIBLE_DEVICES={cvd!r} selects no GPU")
+        notes.insert(0, f"CUDA_VISIBLE_DEVICES={shown(cvd)} selects no GPU")
     return chosen, notes

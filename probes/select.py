@@ -31,6 +31,7 @@ else:
     from probes._record import NamedTuple
 
 from probes import cpuflags
+from probes._show import shown
 from probes.types import FAMILIES, USABLE
 
 EXIT_OK = 0
@@ -257,14 +258,14 @@ def choose(probe_results: Mapping[str, Any], kernel_sets: Sequence[Mapping[str, 
     passed: list[Passed] = []
 
     if ov.device and ov.device not in FAMILIES:
-        return _refuse(EXIT_USAGE, f"STAGECRAFT_DEVICE={ov.device}: unknown device; use one of "
+        return _refuse(EXIT_USAGE, f"STAGECRAFT_DEVICE={shown(ov.device)}: unknown device; use one of "
                        f"{', '.join(FAMILIES)}", [], wanted)
     if ov.device and not any(s.get("device") == ov.device for s in sets):
-        return _refuse(EXIT_USAGE, f"STAGECRAFT_DEVICE={ov.device}: this image has no kernel set for it "
+        return _refuse(EXIT_USAGE, f"STAGECRAFT_DEVICE={shown(ov.device)}: this image has no kernel set for it "
                        f"(it has: {', '.join(names) or 'none'})", [], wanted)
     if ov.kernel_set:
         if ov.kernel_set not in names:
-            return _refuse(EXIT_USAGE, f"STAGECRAFT_KERNEL_SET={ov.kernel_set}: no such kernel set "
+            return _refuse(EXIT_USAGE, f"STAGECRAFT_KERNEL_SET={shown(ov.kernel_set)}: no such kernel set "
                            f"(this image has: {', '.join(names) or 'none'})", [], wanted)
         forced = sets[names.index(ov.kernel_set)]
         ok, why, warns = check(forced, probe_results)

@@ -188,3 +188,30 @@ def test_start_path_imports_neither_typing_nor_ctypes_util(tmp_path: Path, lib: 
     assert cp.stdout.strip() == ("cuda11.8-sm" if nvml else "cpu-avx2"), cp.stdout + cp.stderr[-2000:]
     assert "probes.select" in imported and ("pynvml" in imported) == bool(nvml), sorted(imported)
     assert "typing" not in imported and "ctypes.util" not in imported, sorted(imported)
+
+
+@pytest.mark.parametrize(("var", "value"), [
+    ("STAGECRAFT_KERNEL_SET", "cpu-avx2\nstagecraft: cuda (8x NVIDIA H200)"),
+    ("STAGECRAFT_KERNEL_SET", "x\u2028stagecraft: forged\r\x1b[2Kline"),
+    ("STAGECRAFT_DEVICE", "gpu\x85forged\u2029forged"),
+    ("STAGECRAFT_KERNEL_SET", "A" * 100_000),  # one variable may hold at most 128 KiB (MAX_ARG_STRLEN)
+], ids=["newline", "line-separator-and-escape", "next-line", "100k"])
+def test_a_bad_override_is_echoed_escaped_and_bounded(tmp_path: Path, var: str, value: str) -> None:
+    """Issue 13 item 7: an override holding a line break was echoed raw (two lines); any
+    value from the environment is shown quoted, escaped and cut (probes._show)."""
+    cp = run(tmp_path, ["true"], env={var: value})
+    assert cp.returncode == 2, cp.stderr[:500]
+    lines = cp.stderr.splitlines()
+    assert len(lines) == 2 and lines[0].startswith(f"stagecraft: refusing to start: {var}='"), lines[:3]
+    assert lines[1].startswith("stagecraft: full report: "), lines
+    assert len(cp.stderr) < 1000, f"{len(cp.stderr)} characters echoed"
+    assert not any(ch in cp.stderr[:-1] for ch in "\r\x1b\x85\u2028\u2029"), repr(cp.stderr)
+    if len(value) > 100:
+        assert "... (100000 characters)" in lines[0], lines[0][:300]
+
+
+def test_user_thread_setting_with_a_newline_is_noted_in_one_line(tmp_path: Path) -> None:
+    cp = run(tmp_path, ["true"], pieces=("cgroup-v1-cpus-1",), env={"OMP_NUM_THREADS": "1\nforged"})
+    rep = json.loads((tmp_path / "run" / "report.json").read_text())
+    note = next(n for n in rep["notes"] if n.startswith("OMP_NUM_THREADS kept"))
+    assert note == "OMP_NUM_THREADS kept as the user set it ('1\\nforged')", (note, cp.stderr)

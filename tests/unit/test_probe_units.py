@@ -165,3 +165,16 @@ def test_report_roundtrip_and_best_tag(tmp_path: Path) -> None:
 def test_probe_all_limits_families(tmp_path: Path) -> None:
     r = probe_all(str(tmp_path), 1.0, ["xpu"])
     assert set(r) == {"xpu", "cpu"}
+
+
+def test_shown_and_one_line_keep_values_on_one_bounded_line() -> None:
+    from probes._show import one_line, shown
+
+    assert shown("0,1") == "'0,1'"
+    assert shown("a\nb\u2028c") == "'a\\nb\\u2028c'"
+    assert shown("x" * 100, limit=5) == "'xxxxx'... (100 characters)"
+    for text in ("a\nb", "a\rb", "a\x0bb", "a\x1cb", "a\x85b", "a\u2028b", "a\u2029b", "a\x1b[2Kb", "a\x00b"):
+        out = one_line(text)
+        assert len(out.splitlines()) == 1 and out.isprintable(), (text, out)
+    assert one_line("tab\tstays") == "tab\tstays"
+    assert one_line("y" * 50, limit=10) == "yyyyyyyyyy... (50 characters)"
