@@ -1,6 +1,10 @@
 """The environment the command gets: a pure function of the choice and the probes.
 
 - The chosen kernel set's ``env`` (a variable the user already set wins).
+- For a CPU set with ``isa_cap`` below the host's class (a lower set forced on a newer
+  CPU): ONEDNN_MAX_CPU_ISA / MKL_ENABLE_INSTRUCTIONS at the host's highest level within
+  that class (probes.isa). The top CPU set, or a set at the host's own class, caps
+  nothing: the libraries' own dispatch is the best the host has.
 - GPUs hidden when the choice is not NVIDIA but the image carries NVIDIA sets or a GPU
   is visible: ``CUDA_VISIBLE_DEVICES=""`` (CUDA: an empty list exposes no device), so the
   framework does not touch a GPU it cannot use. This one overrides the user's value.
@@ -33,13 +37,15 @@ def plan_env(choice: Any, probes: Mapping[str, Any], kernel_sets: Sequence[Mappi
             notes.append(f"{k} kept as the user set it ({shown(env[k])}); the kernel set wanted {shown(v)}")
         else:
             out[k] = str(v)
+    cpu = probes.get("cpu")
+    if choice.device == "cpu" and cpu is not None:
+        _isa(choice, cpu, env, out, notes)
     nv = probes.get("nvidia")
     gpus_around = any(s.get("device") == "nvidia" for s in kernel_sets) or (
         nv is not None and nv.state != "absent")
     if choice.device != "nvidia" and gpus_around and env.get("CUDA_VISIBLE_DEVICES") != "":
         out["CUDA_VISIBLE_DEVICES"] = ""
         notes.append("GPUs hidden from the framework: CUDA_VISIBLE_DEVICES=''")
-    cpu = probes.get("cpu")
     if cpu is not None and cpu.effective_cpus < cpu.online:
         n = str(cpu.effective_cpus)
         why = []
@@ -56,3 +62,22 @@ def plan_env(choice: Any, probes: Mapping[str, Any], kernel_sets: Sequence[Mappi
     if choice.name:
         out["STAGECRAFT_CHOSEN"] = choice.name
     return out, notes
+
+
+def _isa(choice: Any, cpu: Any, env: Mapping[str, str], out: dict[str, str], notes: list[str]) -> None:
+    """oneDNN/MKL ISA caps of a chosen CPU set (probes.isa.caps): none for the top set or
+    when the host is within the set's class; the host's exact level within the class when
+    the set is below the host. A variable the user set wins."""
+    from probes import isa
+
+    try:
+        caps, note = isa.caps((choice.kernel_set or {}).get("isa_cap"), cpu.flags, cpu.vendor, cpu.arch)
+    except ValueError as exc:
+        caps, note = {}, f"{exc}: no CPU ISA cap set"
+    for k, v in caps.items():
+        if k in env:
+            notes.append(f"{k} kept as the user set it ({shown(env[k])}); the kernel set wanted {shown(v)}")
+        else:
+            out[k] = v
+    notes.append(note or f"CPU kernels: {isa.describe(cpu.flags, cpu.vendor, cpu.arch, cpu.model)}, "
+                 "each library's own dispatch (no cap)")

@@ -17,6 +17,8 @@ from typing import Any
 
 import jsonschema
 
+from probes.isa import CAP_VARS
+
 from . import compat
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "probes" / "kernel_sets.schema.json"
@@ -67,4 +69,28 @@ def problems(sets: list[dict[str, Any]]) -> list[str]:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         out.append(f"kernel_sets: names used twice: {', '.join(map(str, dupes))}")
+    out += _cap_problems(sets)
+    return out
+
+
+def _cap_problems(sets: list[dict[str, Any]]) -> list[str]:
+    """Kernel sets only help: no set caps oneDNN/MKL through ``env`` (a fixed level is
+    below the host on newer CPUs: AVX512_CORE switches off VNNI, BF16 and AMX), and the
+    first CPU set caps nothing, so the best choice is never slower than no entrypoint."""
+    out = []
+    first_cpu = True
+    for i, ks in enumerate(sets):
+        if not isinstance(ks, dict):
+            continue
+        env = ks.get("env") if isinstance(ks.get("env"), dict) else {}
+        for var in CAP_VARS:
+            if var in env:
+                out.append(f"kernel_sets.{i}.env.{var}: a fixed ISA cap is below newer CPUs "
+                           "(VNNI, BF16, AMX); use isa_cap: avx|avx2|avx512, which the entrypoint "
+                           "turns into the host's own highest level, or leave it out")
+        if ks.get("device") == "cpu":
+            if first_cpu and ks.get("isa_cap") is not None:
+                out.append(f"kernel_sets.{i}.isa_cap: {ks.get('name')} is the image's top CPU kernel set: "
+                           "it must not cap the CPU ISA (the libraries dispatch to the best the host has)")
+            first_cpu = False
     return out

@@ -69,6 +69,15 @@ MATRIX_CASES = [
      "expands to more than 200000 values", None),
     ("null-framework", "framework: [six-1, six-2]", "framework: [six-1, null]",
      "axis 'framework' cannot be null", "six-1, null"),
+    ("isa-cap-in-env", '      build: {python: ["3.11"]}\n', '      build: {python: ["3.11"]}\n'
+     "      kernel_sets: [{name: cpu, device: cpu, env: {ONEDNN_MAX_CPU_ISA: AVX512_CORE}}]\n",
+     "kernel_sets.0.env.ONEDNN_MAX_CPU_ISA: a fixed ISA cap is below newer CPUs", "kernel_sets:"),
+    ("top-cpu-set-capped", '      build: {python: ["3.11"]}\n', '      build: {python: ["3.11"]}\n'
+     "      kernel_sets: [{name: cpu-avx2, device: cpu, isa_cap: avx2}]\n",
+     "cpu-avx2 is the image's top CPU kernel set: it must not cap the CPU ISA", "kernel_sets:"),
+    ("unknown-isa-cap", '      build: {python: ["3.11"]}\n', '      build: {python: ["3.11"]}\n'
+     "      kernel_sets: [{name: a, device: cpu}, {name: b, device: cpu, isa_cap: avx3}]\n",
+     "kernel_sets.1.isa_cap: 'avx3' is not one of", "kernel_sets:"),
 ]
 
 CLI_CASES = [

@@ -215,3 +215,55 @@ def test_user_thread_setting_with_a_newline_is_noted_in_one_line(tmp_path: Path)
     rep = json.loads((tmp_path / "run" / "report.json").read_text())
     note = next(n for n in rep["notes"] if n.startswith("OMP_NUM_THREADS kept"))
     assert note == "OMP_NUM_THREADS kept as the user set it ('1\\nforged')", (note, cp.stderr)
+
+
+@pytest.fixture(scope="module")
+def paddle_cpu_image(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The image.json that matrix.yaml gives the 2.6.2-cpu image (its real kernel sets)."""
+    from stagecraft.expand import expand
+    from stagecraft.matrix import load_matrix
+    from stagecraft.render import image_manifest
+
+    matrix = load_matrix(REPO / "matrix.yaml")
+    spec = next(s for s in expand(matrix) if s.tag == "2.6.2-cpu")
+    path = tmp_path_factory.mktemp("image") / "image.json"
+    path.write_text(json.dumps(image_manifest(matrix, spec)))
+    return str(path)
+
+
+SHOW_ISA = ["sh", "-c", 'echo "$STAGECRAFT_CHOSEN ${ONEDNN_MAX_CPU_ISA-unset} ${MKL_ENABLE_INSTRUCTIONS-unset}"']
+
+
+@pytest.mark.parametrize(("cpuinfo", "forced", "want"), [
+    # The top set never caps, whatever the CPU: the libraries dispatch to VNNI/BF16/AMX.
+    ("linux-unknown-sapphirerapids", None, "cpu-avx512 unset unset"),
+    ("linux-rocky8.5-zen4", None, "cpu-avx512 unset unset"),
+    ("linux-centos7-cascadelake", None, "cpu-avx512 unset unset"),
+    # A lower set chosen because the host is in its class: its own dispatch, no cap.
+    ("linux-rhel7-haswell", None, "cpu-avx2 unset unset"),
+    ("linux-rhel7-ivybridge", None, "cpu-avx unset unset"),
+    # A lower set forced on a newer CPU: the host's exact highest level within the class.
+    ("linux-unknown-sapphirerapids", "cpu-avx2", "cpu-avx2 AVX2_VNNI AVX2_E1"),
+    ("linux-rocky8.5-zen4", "cpu-avx2", "cpu-avx2 AVX2 unset"),
+    ("linux-rhel7-haswell", "cpu-avx", "cpu-avx AVX AVX"),
+])
+def test_isa_caps_with_the_matrix_kernel_sets(tmp_path: Path, paddle_cpu_image: str, cpuinfo: str,
+                                              forced: str | None, want: str) -> None:
+    env = {"STAGECRAFT_IMAGE_JSON": paddle_cpu_image}
+    if forced:
+        env["STAGECRAFT_KERNEL_SET"] = forced
+    cp = run(tmp_path, SHOW_ISA, cpuinfo=cpuinfo, env=env)
+    assert cp.stdout.strip() == want, cp.stdout + cp.stderr
+    rep = json.loads((tmp_path / "run" / "report.json").read_text())
+    if want.endswith("unset unset"):
+        assert any(n.startswith("CPU kernels: oneDNN ") and "own dispatch (no cap)" in n
+                   for n in rep["notes"]), rep["notes"]
+    else:
+        assert any(n.startswith("CPU kernels capped at ") for n in rep["notes"]), rep["notes"]
+
+
+def test_a_users_isa_cap_wins(tmp_path: Path, paddle_cpu_image: str) -> None:
+    cp = run(tmp_path, SHOW_ISA, cpuinfo="linux-unknown-sapphirerapids",
+             env={"STAGECRAFT_IMAGE_JSON": paddle_cpu_image, "STAGECRAFT_KERNEL_SET": "cpu-avx2",
+                  "ONEDNN_MAX_CPU_ISA": "AVX2"})
+    assert cp.stdout.strip() == "cpu-avx2 AVX2 AVX2_E1", cp.stdout + cp.stderr
