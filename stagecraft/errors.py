@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .safetext import one_line
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_INPUT = 2
+MAX_PROBLEMS = 100  # problems one error lists; the rest are counted
 
 
 @dataclass(frozen=True)
@@ -25,19 +28,28 @@ class Problem:
     hint: str = ""
 
     def line(self) -> str:
-        """The problem as one line: ``where: what (hint)``."""
+        """The problem as one line: ``where: what; hint``. Always one line of bounded
+        length, whatever text the parts echo (line breaks and other unsafe characters
+        are written as escapes; see ``safetext``)."""
         text = f"{self.where}: {self.what}" if self.where else self.what
-        return f"{text}; {self.hint}" if self.hint else text
+        return one_line(f"{text}; {self.hint}" if self.hint else text)
 
 
 class InputError(Exception):
     """Bad input, reported as one line per problem; the CLI exits 2.
 
-    ``problems`` holds every problem found, so a user fixes them all in one pass.
+    ``problems`` holds every problem found, so a user fixes them all in one pass (up
+    to ``MAX_PROBLEMS``, then one line counting the rest).
     """
 
     def __init__(self, problems: list[Problem] | Problem):
-        self.problems = [problems] if isinstance(problems, Problem) else list(problems)
+        problems = [problems] if isinstance(problems, Problem) else list(problems)
+        if len(problems) > MAX_PROBLEMS:  # bounded output, whatever the input
+            rest = len(problems) - MAX_PROBLEMS
+            problems = problems[:MAX_PROBLEMS] + [Problem(
+                "", f"{rest} more problem{'s' if rest > 1 else ''} not shown",
+                "fix these first")]
+        self.problems = problems
         super().__init__("\n".join(p.line() for p in self.problems))
 
     @classmethod

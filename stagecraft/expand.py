@@ -11,22 +11,19 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
-import jinja2
-import jinja2.sandbox
-
-from . import compat, kernels
+from . import compat, kernels, tagexpr
 from .errors import InputError, Problem
 from .matrix import Group, Matrix
+from .safetext import clip
 
 # Docker's tag grammar: [\w][\w.-]{0,127} (distribution/reference).
 TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-# Tag expressions come from a file that anyone may hand to the tool: sandboxed, so they
-# can read component values but reach no Python internals.
-_ENV = jinja2.sandbox.ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
+MAX_IMAGES = 1000  # images of one matrix (matrix.yaml has about 20)
 
 
 @dataclass(frozen=True)
@@ -64,20 +61,23 @@ class ImageSpec:
         return (self.tag, *self.aliases)
 
 
-def _combinations(group: Group) -> list[dict[str, str | None]]:
+def _combinations(group: Group) -> tuple[list[dict[str, str | None]], list[int]]:
+    """The group's images as axis -> entry name, and the indexes of the ``exclude``
+    entries that match no combination of the axes."""
     axes = list(group.axes)
     combos = [dict(zip(axes, values, strict=True)) for values in itertools.product(*group.axes.values())]
-    kept = [c for c in combos
-            if not any(all(c.get(k) == v for k, v in ex.items()) for ex in group.exclude)]
+    used: set[int] = set()
+    kept = []
+    for c in combos:
+        hits = [i for i, ex in enumerate(group.exclude) if all(c.get(k) == v for k, v in ex.items())]
+        used.update(hits)
+        if not hits:
+            kept.append(c)
     for inc in group.include:
         combo = {a: inc.get(a) for a in axes}
         if combo not in kept:
             kept.append(combo)
-    return kept
-
-
-def _render(template: str, context: dict[str, Any]) -> str:
-    return _ENV.from_string(template).render(**context).strip()
+    return kept, [i for i in range(len(group.exclude)) if i not in used]
 
 
 def expand(matrix: Matrix) -> list[ImageSpec]:
@@ -90,28 +90,44 @@ def expand(matrix: Matrix) -> list[ImageSpec]:
     specs: list[ImageSpec] = []
     problems: list[Problem] = []
     owner: dict[str, tuple[str, str, str]] = {}  # tag or alias -> (canonical tag, group, where)
+    total = sum(math.prod(len(v) for v in g.axes.values()) for g in matrix.groups)
+    if total > MAX_IMAGES:
+        raise InputError.one(matrix.locate(["images"]), f"the image groups make {total} "
+                             f"combinations; at most {MAX_IMAGES}", "split the matrix or use exclude")
     for group in matrix.groups:
-        combos = _combinations(group)
+        combos, unused = _combinations(group)
         if not combos:
             problems.append(Problem(group.where, f"image group {group.name!r} produces no image: "
                                     "exclude removes every combination", "loosen exclude"))
+        for i in unused:
+            where = group.exclude_where[i] if i < len(group.exclude_where) else group.where
+            problems.append(Problem(where, f"image group {group.name!r}: exclude entry "
+                                    f"{_describe(group.exclude[i])} matches no combination",
+                                    "remove it or fix its names"))
+        try:
+            tag_tpl = tagexpr.compile_expression(group.tag)
+            alias_tpls = [tagexpr.compile_expression(a) for a in group.aliases]
+        except InputError as exc:
+            problems += [Problem(group.where, f"image group {group.name!r}: {p.what}", p.hint)
+                         for p in exc.problems]
+            continue
         for combo in combos:
             components = {axis: matrix.component(axis, name)
                           for axis, name in combo.items() if name is not None}
             context = {axis: components.get(axis) for axis in combo}
             try:
-                tag = _render(group.tag, context)
-                aliases = [_render(a, context) for a in group.aliases]
+                tag = tagexpr.render(tag_tpl, context)
+                aliases = [tagexpr.render(a, context) for a in alias_tpls]
             except Exception as exc:  # noqa: BLE001 - any failure of a user expression is bad input
                 problems.append(Problem(group.where, f"image group {group.name!r}: tag "
-                                f"template fails for {_describe(combo)}: {exc}",
+                                f"template fails for {_describe(combo)}: {clip(str(exc), 200)}",
                                 "fix the tag or aliases expression"))
                 continue
             aliases = list(dict.fromkeys(a for a in aliases if a and a != tag))
             bad_names = [n for n in (tag, *aliases) if not TAG_RE.match(n)]
             if bad_names:
                 problems.append(Problem(group.where, f"image group {group.name!r}: "
-                                f"{bad_names[0]!r} is not a valid Docker tag",
+                                f"{clip(bad_names[0])} is not a valid Docker tag",
                                 "tags use letters, digits, '_', '.', '-' (at most 128)"))
                 continue
             for name in (tag, *aliases):
@@ -142,7 +158,7 @@ def expand(matrix: Matrix) -> list[ImageSpec]:
     return specs
 
 
-def _describe(combo: dict[str, str | None]) -> str:
+def _describe(combo: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in combo.items())
 
 

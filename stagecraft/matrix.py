@@ -10,7 +10,7 @@ framework is data.
 from __future__ import annotations
 
 import json
-import re
+import os
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -19,7 +19,8 @@ from typing import Any
 import jsonschema
 
 from .errors import InputError, Problem
-from .yamlsrc import Locator, load_yaml
+from .safetext import clip, cut
+from .yamlsrc import Locator, read_document
 
 SCHEMA_PATH = Path(__file__).with_name("matrix.schema.json")
 # Axes every image group must have: the OS base and the framework.
@@ -43,7 +44,8 @@ class Group:
     """An image group: the product of its axes, less ``exclude``, plus ``include``.
 
     ``axes`` maps an axis (a component table) to the entry names it takes; ``None`` is
-    an unset optional component. ``where`` is the group's ``file:line``.
+    an unset optional component. ``where`` is the group's ``file:line``,
+    ``exclude_where`` that of each ``exclude`` entry.
     """
 
     name: str
@@ -55,6 +57,7 @@ class Group:
     aliases: tuple[str, ...]
     where: str
     index: int
+    exclude_where: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -89,64 +92,130 @@ def _schema() -> dict[str, Any]:
     return json.loads(SCHEMA_PATH.read_text())
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+Found = list[tuple[tuple, Problem]]  # (path of the value, problem)
 
 
-def _control_problems(data: Any, locate: Locator, path: tuple = ()) -> list[Problem]:
-    """Every value and key is one line of printable text: values flow into Dockerfiles
-    and shell steps, where a newline would start a new instruction."""
-    out: list[Problem] = []
-    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
-    for key, value in items:
-        here = (*path, key)
-        for text in (key, value):
-            if isinstance(text, str) and _CONTROL.search(text):
-                dotted = ".".join(map(str, here))
-                out.append(Problem(locate(here), f"{dotted}: control character "
-                                   f"{_CONTROL.search(text).group()!r} in {text[:40]!r}",
-                                   "values are single lines of printable text"))
-                break
-        else:
-            out += _control_problems(value, locate, here)
-    return out
+class _Taint:
+    """The paths that have a problem: a part of the matrix is *clean* when no problem
+    sits at it, inside it or around it, so later phases can check it."""
+
+    def __init__(self, found: Found):
+        self._at = {path for path, _ in found}
+        self._inside = {path[:i] for path in self._at for i in range(len(path))}
+
+    def clean(self, path: tuple) -> bool:
+        return path not in self._inside and not any(path[:i] in self._at
+                                                    for i in range(len(path) + 1))
+
+    def covers(self, path: tuple) -> bool:
+        """True when ``path`` is at or inside a path with a problem."""
+        return any(path[:i] in self._at for i in range(len(path) + 1))
 
 
-def _schema_problems(data: Any, locate: Locator) -> list[Problem]:
+def _schema_problems(data: Any, locate: Locator, skip: _Taint) -> Found:
     validator = jsonschema.Draft202012Validator(_schema())
-    problems = []
+    found: Found = []
     for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
-        path = list(err.absolute_path)
+        path = tuple(err.absolute_path)
+        if skip.covers(path):  # already reported by the loader, with its reason
+            continue
         dotted = ".".join(str(p) for p in path) or "(top level)"
-        problems.append(Problem(locate(path), f"{dotted}: {_schema_message(err)}",
-                                "see the schema in stagecraft/matrix.schema.json"))
-    return problems
+        found.append((_taint_path(err, path), Problem(
+            locate(path), f"{dotted}: {_schema_message(err)}",
+            "see the schema in stagecraft/matrix.schema.json")))
+    return found
+
+
+def _taint_path(err: jsonschema.ValidationError, path: tuple) -> tuple:
+    # A missing or unknown key is a problem of that key, not of every sibling: the rest
+    # of the mapping can still be checked by later phases.
+    if isinstance(err.instance, dict):
+        if err.validator == "required":
+            missing = [k for k in err.validator_value if k not in err.instance]
+            return path + tuple(missing[:1])
+        if err.validator == "additionalProperties":
+            extra = [k for k in err.instance if k not in err.schema.get("properties", {})]
+            return path + tuple(extra[:1])
+    return path
 
 
 def _schema_message(err: jsonschema.ValidationError) -> str:
+    # Values are echoed clipped (clip): a 10 MB string is named, not printed.
+    value = clip(err.instance, 60)
     if err.validator == "additionalProperties":
-        return err.message.replace("Additional properties are not allowed", "unknown key")
+        extra = [k for k in err.instance if k not in err.schema.get("properties", {})]
+        verb = "was" if len(extra) == 1 else "were"
+        return f"unknown key ({', '.join(clip(k, 40) for k in extra[:5])} {verb} unexpected)"
     if err.validator == "pattern":
-        return f"{err.instance!r} is not of the expected form"
+        return f"{value} is not of the expected form"
     if err.validator == "const":
-        return f"must be {err.validator_value!r}, not {err.instance!r}"
+        return f"must be {err.validator_value!r}, not {value}"
     if err.validator in ("anyOf", "oneOf"):
-        return f"{err.instance!r} is not allowed here"
-    return err.message
+        return f"{value} is not allowed here"
+    if err.validator == "type":
+        return f"{value} is not of type {err.validator_value!r}"
+    if err.validator == "enum":
+        return f"{value} is not one of {', '.join(map(repr, err.validator_value))}"
+    if err.validator in ("maxLength", "minLength", "maxItems", "minItems", "uniqueItems",
+                         "minProperties", "maxProperties"):
+        return f"{value} breaks {err.validator} {err.validator_value}"
+    return cut(err.message)
+
+
+def _d(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _l(value: Any) -> list:
+    return value if isinstance(value, list) else []
 
 
 def _exists(root: Path, rel: str) -> bool:
     return (root / rel).exists()
 
 
-def _reference_problems(data: dict[str, Any], locate: Locator, root: Path) -> list[Problem]:
-    problems: list[Problem] = []
-    tables = data["components"]
-    stages = data["stages"]
+def _symlink_problems(root: Path, rel: str) -> list[str]:
+    """What is wrong with symbolic links on a copied path: one on the way that leads
+    outside the project, or any inside a copied directory (COPY would copy the link
+    itself, not its target, and the content key would miss what it points to)."""
+    out: list[str] = []
+    top = root.resolve()
+    here = root
+    for part in Path(rel).parts:
+        here = here / part
+        if here.is_symlink():
+            target = here.resolve()
+            if target != top and top not in target.parents:
+                out.append(f"{here.relative_to(root)} is a symbolic link to {target}, "
+                           "outside the project")
+                return out
+    target = (root / rel).resolve()
+    if target.is_dir():
+        for dirpath, dirnames, filenames in os.walk(target):
+            for name in sorted(dirnames + filenames):
+                entry = Path(dirpath) / name
+                if entry.is_symlink():
+                    out.append(f"{rel}/{entry.relative_to(target)} is a symbolic link "
+                               f"(to {os.readlink(entry)})")
+                    if len(out) >= 5:
+                        return out
+    return out
+
+
+def _reference_problems(data: Any, locate: Locator, root: Path, taint: _Taint) -> Found:
+    """Names and paths that point nowhere. Parts with a problem of an earlier phase are
+    left out (their shape is not known)."""
+    found: Found = []
+    data = _d(data)
+    tables = {t: _d(e) for t, e in _d(data.get("components")).items()}
+    stages = _d(data.get("stages"))
 
     def bad(path: list, what: str, hint: str) -> None:
-        problems.append(Problem(locate(path), what, hint))
+        found.append((tuple(path), Problem(locate(path), what, hint)))
 
     for sname, stage in stages.items():
+        if not taint.clean(("stages", sname)):
+            continue
         tpath = root / "templates" / stage["template"]
         if not tpath.is_file():
             bad(["stages", sname, "template"], f"stage {sname!r}: template "
@@ -160,29 +229,44 @@ def _reference_problems(data: dict[str, Any], locate: Locator, root: Path) -> li
                 if not _exists(root, rel):
                     bad(["stages", sname, key, i], f"stage {sname!r}: {key[:-1] if key == 'tests' else 'copied path'} "
                         f"{rel} does not exist", "fix the path (relative to the project root)")
+                elif key == "copies":
+                    for what in _symlink_problems(root, rel):
+                        bad(["stages", sname, key, i], f"stage {sname!r}: copied path {what}",
+                            "copy real files: replace the link with what it points to")
 
-    for bname, base in tables["base"].items():
+    for bname, base in tables.get("base", {}).items():
+        if not taint.clean(("components", "base", bname)):
+            continue
         src = base["source"]
         if src not in base:
             bad(["components", "base", bname, "source"], f"base {bname!r} has source "
                 f"{src!r} but no {src!r} section", f"add components.base.{bname}.{src}")
 
-    for fname, fw in tables["framework"].items():
+    for fname, fw in tables.get("framework", {}).items():
+        if not taint.clean(("components", "framework", fname)):
+            continue
         for i, rel in enumerate(fw.get("tests", [])):
             if not _exists(root, rel):
                 bad(["components", "framework", fname, "tests", i],
                     f"framework {fname!r}: test {rel} does not exist", "fix the path")
 
-    for gi, group in enumerate(data["images"]):
+    named: dict[str, int] = {}
+    for gi, group in enumerate(_l(data.get("images"))):
         gpath = ["images", gi]
+        if not taint.clean(tuple(gpath)):
+            continue
         gname = group["name"]
         axes = group["axes"]
+        if gname in named:
+            bad(gpath + ["name"], f"image group {gname!r} is defined twice (first at "
+                f"{locate(['images', named[gname]])})", "give each group its own name")
+        named.setdefault(gname, gi)
         for i, sname in enumerate(group["chain"]):
             if sname not in stages:
                 bad(gpath + ["chain", i], f"image group {gname!r}: stage {sname!r} is not "
                     "defined under stages", f"one of: {', '.join(stages)}")
                 continue
-            for table in stages[sname].get("uses", []):
+            for table in _l(_d(stages[sname]).get("uses")):
                 if table not in axes and table in tables:
                     bad(gpath + ["chain", i], f"image group {gname!r}: stage {sname!r} uses "
                         f"{table!r} but the group has no {table!r} axis",
@@ -208,6 +292,9 @@ def _reference_problems(data: dict[str, Any], locate: Locator, root: Path) -> li
                         bad(gpath + [key, ei, axis], f"image group {gname!r}: {key} names "
                             f"axis {axis!r}, which the group does not have",
                             f"one of: {', '.join(axes)}")
+                    elif value is None and axis in REQUIRED_AXES and key == "include":
+                        bad(gpath + [key, ei, axis], f"image group {gname!r}: include "
+                            f"entry has a null {axis}", "every image needs a base and a framework")
                     elif value is not None and value not in tables.get(axis, {}):
                         bad(gpath + [key, ei, axis], f"image group {gname!r}: {key} value "
                             f"{value!r} is not under components.{axis}",
@@ -217,7 +304,7 @@ def _reference_problems(data: dict[str, Any], locate: Locator, root: Path) -> li
                     if missing:
                         bad(gpath + [key, ei], f"image group {gname!r}: include entry lacks "
                             f"axes {', '.join(missing)}", "an include names a value for every axis")
-    return problems
+    return found
 
 
 def _closest_hint(value: str, names: dict[str, Any] | list[str]) -> str:
@@ -230,39 +317,81 @@ def _closest_hint(value: str, names: dict[str, Any] | list[str]) -> str:
 def load_matrix(path: str | Path) -> Matrix:
     """Load, validate and freeze a matrix file.
 
-    Raises ``InputError`` listing every schema and reference problem, each with
-    ``file:line``. Compatibility rules between components and tag rendering are checked
-    later, by ``expand.expand`` (they need the combinations).
+    Raises ``InputError`` listing every problem of every phase at once, each with
+    ``file:line``: single values (unsafe characters, unsupported YAML tags, duplicate
+    keys), the schema, references (templates, suites, copied paths, component names),
+    and, for the parts of a broken matrix that are sound, what ``expand.expand`` checks
+    (tags, compatibility rules, kernel sets). A matrix that loads still goes through
+    ``expand`` for the last phase.
     """
     path = Path(path)
     display = path.name if path.parent.resolve() == Path.cwd().resolve() else str(path)
-    data, locate = load_yaml(path, display)
-    problems = _control_problems(data, locate) or _schema_problems(data, locate)
-    if problems:
-        raise InputError(problems)
+    doc = read_document(path, display)
     root = path.resolve().parent
-    problems = _reference_problems(data, locate, root)
-    if problems:
-        raise InputError(problems)
+    found: Found = list(doc.problems)
+    found += _schema_problems(doc.data, doc.locate, _Taint(found))
+    found += _reference_problems(doc.data, doc.locate, root, _Taint(found))
+    matrix = _freeze(path, root, doc.data, doc.locate, _Taint(found))
+    if not found:
+        return matrix
+    problems = [p for _, p in found]
+    from .expand import expand  # the last phase, on the sound parts only
+
+    try:
+        expand(matrix)
+    except InputError as exc:
+        problems += exc.problems
+    raise InputError(problems)
+
+
+def _freeze(path: Path, root: Path, data: Any, locate: Locator, taint: _Taint) -> Matrix:
+    """The ``Matrix`` of the clean parts of ``data`` (all of it when nothing is wrong):
+    a group is left out when it, a stage of its chain or a component it names has a
+    problem."""
+    data = _d(data)
     components = {
-        table: {name: {**entry, "name": name} for name, entry in entries.items()}
-        for table, entries in data["components"].items()
+        table: {name: {**entry, "name": name} for name, entry in _d(entries).items()
+                if isinstance(entry, dict) and taint.clean(("components", table, name))}
+        for table, entries in _d(data.get("components")).items()
     }
     stages = {
         name: Stage(name=name, template=s["template"], uses=tuple(s.get("uses", ())),
                     copies=tuple(s.get("copies", ())), tests=tuple(s.get("tests", ())))
-        for name, s in data["stages"].items()
+        for name, s in _d(data.get("stages")).items() if _stage_shaped(s)
     }
+
+    def sound(g: dict[str, Any], i: int) -> bool:
+        if not taint.clean(("images", i)):
+            return False
+        if any(s not in stages for s in g["chain"]):
+            return False
+        return all(axis in components and all(v is None or v in components[axis] for v in vals)
+                   for axis, vals in g["axes"].items())
+
     groups = tuple(
         Group(name=g["name"], chain=tuple(g["chain"]),
               axes={a: tuple(v) for a, v in g["axes"].items()},
               exclude=tuple(g.get("exclude", ())), include=tuple(g.get("include", ())),
               tag=g["tag"], aliases=tuple(g.get("aliases", ())),
-              where=locate(["images", i]), index=i)
-        for i, g in enumerate(data["images"])
+              where=locate(["images", i]), index=i,
+              exclude_where=tuple(locate(["images", i, "exclude", e])
+                                  for e in range(len(g.get("exclude", ())))))
+        for i, g in enumerate(_l(data.get("images"))) if sound(g, i)
     )
-    return Matrix(path=path, root=root, repository=data["repository"],
-                  source=data.get("source", ""), vendor=data.get("vendor", ""),
-                  registry=data.get("registry", ""), stages=stages, components=components,
-                  groups=groups,
-                  entrypoint=data.get("entrypoint", {"requirements": []}), locate=locate)
+    entrypoint = _d(data.get("entrypoint")) if taint.clean(("entrypoint",)) else {}
+    return Matrix(path=path, root=root, repository=_text(data, "repository", taint, "invalid"),
+                  source=_text(data, "source", taint), vendor=_text(data, "vendor", taint),
+                  registry=_text(data, "registry", taint), stages=stages, components=components,
+                  groups=groups, entrypoint={"requirements": [], **entrypoint}, locate=locate)
+
+
+def _stage_shaped(stage: Any) -> bool:
+    # A stage with a missing template or a bad description still tells expand what it
+    # uses; only its shape matters there.
+    return (isinstance(stage, dict) and isinstance(stage.get("template"), str)
+            and all(isinstance(stage.get(k, []), list) for k in ("uses", "copies", "tests")))
+
+
+def _text(data: dict[str, Any], key: str, taint: _Taint, default: str = "") -> str:
+    value = data.get(key, default)
+    return value if isinstance(value, str) and taint.clean((key,)) else default

@@ -10,13 +10,21 @@ A stage's text has no ``FROM`` line; the caller adds one: ``FROM <parent image>`
 stage is built on its own (``stage_dockerfile``), ``FROM <parent> AS <stage>`` in the
 multi-stage Dockerfile of a tag (``tag_dockerfile``), which plain ``docker build`` builds
 anywhere with the project directory as build context.
+
+Every value stays inside its own line and quoting: the strings a template can reach
+are checked before rendering (one line of printable text, ``safetext``), the filters
+``shquote`` (a POSIX shell word) and ``dquote`` (a double-quoted Dockerfile word, as in
+``LABEL`` and ``ENV``) escape what their quoting needs and refuse what no quoting can
+hold, and the rendered text is checked to have no line break but ``\n``.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -26,6 +34,7 @@ from .cabundle import SECRET_ID
 from .errors import InputError
 from .expand import ImageSpec
 from .matrix import Matrix
+from .safetext import clip, cut, describe, first_unsafe, unsafe_positions
 
 MANIFEST_PATH = "/etc/stagecraft/image.json"
 
@@ -59,13 +68,55 @@ def _environment_for(templates_dir: str) -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["shquote"] = _shquote
+    env.filters["dquote"] = dquote
     env.filters["tojson_sorted"] = lambda v: json.dumps(v, sort_keys=True, separators=(",", ":"))
     return env
 
 
-def _shquote(value: Any) -> str:
+class UnsafeValue(ValueError):
+    """A value holds a character no quoting can keep on its line (``safetext``)."""
+
+
+def _checked(value: Any) -> str:
     text = str(value)
-    return "'" + text.replace("'", "'\"'\"'") + "'"
+    bad = first_unsafe(text)
+    if bad is not None:
+        raise UnsafeValue(f"the value {clip(text, 60)} holds {describe(bad)}")
+    return text
+
+
+def _shquote(value: Any) -> str:
+    """One POSIX shell word that the shell reads back as ``value`` exactly: single
+    quotes, each ``'`` written as ``'"'"'``. Raises ``UnsafeValue`` for a line break or
+    another unsafe character (the Dockerfile parser would split the line first)."""
+    return "'" + _checked(value).replace("'", "'\"'\"'") + "'"
+
+
+def dquote(value: Any) -> str:
+    """One double-quoted Dockerfile word (``LABEL k=WORD``, ``ENV k=WORD``) that
+    BuildKit's parser reads back as ``value`` exactly: ``\\``, ``"`` and ``$`` escaped
+    with a backslash (the only characters its double-quote processing treats
+    specially), everything else, non-ASCII included, as it is (UTF-8).
+    Source: moby/buildkit frontend/dockerfile/shell/lex.go, ``processDoubleQuote``.
+    Raises ``UnsafeValue`` for a line break or another unsafe character."""
+    text = _checked(value)
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
+
+
+def _guard_context(value: Any, path: str, depth: int = 0) -> None:
+    """Every string a template can reach (keys too) is one line of printable text."""
+    if isinstance(value, str):
+        bad = first_unsafe(value)
+        if bad is not None:
+            raise InputError.one(path, f"the value {clip(value, 60)} holds {describe(bad)}",
+                                 "values are single lines of printable text")
+    elif isinstance(value, dict) and depth < 64:
+        for key, item in value.items():
+            _guard_context(key, path, depth + 1)
+            _guard_context(item, f"{path}.{key}", depth + 1)
+    elif isinstance(value, (list, tuple)) and depth < 64:
+        for i, item in enumerate(value):
+            _guard_context(item, f"{path}.{i}", depth + 1)
 
 
 def image_manifest(matrix: Matrix, spec: ImageSpec) -> dict[str, Any]:
@@ -121,18 +172,71 @@ def render_stages(matrix: Matrix, spec: ImageSpec) -> list[RenderedStage]:
             context[table] = spec.components[table]
         if "cuda" in stage.uses:
             context["cuda_facts"] = compat.cuda_facts(str(spec.components["cuda"]["cuda"])) or {}
-        try:
-            text = env.get_template(stage.template).render(**context)
-        except jinja2.TemplateSyntaxError as exc:
-            raise InputError.one(f"templates/{stage.template}:{exc.lineno}",
-                                 f"template syntax error: {exc.message}", "fix the template") from None
-        except jinja2.UndefinedError as exc:
-            raise InputError.one(f"templates/{stage.template}:{_template_line(exc)}",
-                                 f"stage {name!r} for {spec.tag}: {exc.message}",
-                                 f"add the table to stages.{name}.uses or fix the name") from None
+        for key, value in context.items():
+            _guard_context(value, f"stage {name!r} for {spec.tag}: {key}")
+        text = _render_template(env, stage.template, name, spec.tag, context)
         out.append(RenderedStage(name=name, text=_tidy(text), copies=stage.copies, parent=parent))
         parent = name
     return out
+
+
+def _render_template(env: jinja2.Environment, template: str, stage: str, tag: str,
+                     context: dict[str, Any]) -> str:
+    where = f"templates/{template}"
+    try:
+        text = env.get_template(template).render(**context)
+    except jinja2.TemplateSyntaxError as exc:
+        name = exc.filename or exc.name or template
+        raise InputError.one(f"templates/{_short(name, template)}:{exc.lineno}",
+                             f"template syntax error: {exc.message}", "fix the template") from None
+    except jinja2.TemplateNotFound as exc:
+        raise InputError.one(f"{where}:{_template_line(exc)}", f"stage {stage!r} for {tag}: "
+                             f"template {clip(exc.name, 80)} not found under templates/",
+                             "fix the name in the include or import") from None
+    except jinja2.UndefinedError as exc:
+        raise InputError.one(f"{where}:{_template_line(exc)}",
+                             f"stage {stage!r} for {tag}: {cut(exc.message or str(exc))}",
+                             f"add the table to stages.{stage}.uses or fix the name") from None
+    except UnicodeDecodeError as exc:
+        line = exc.object[:exc.start].count(b"\n") + 1
+        name = _undecodable(env, template)
+        raise InputError.one(f"templates/{name}:{line}", f"not UTF-8 text (byte "
+                             f"0x{exc.object[exc.start]:02x})", "save the template as UTF-8") from None
+    except UnsafeValue as exc:
+        raise InputError.one(f"{where}:{_template_line(exc)}", f"stage {stage!r} for {tag}: "
+                             f"{exc}", "values are single lines of printable text") from None
+    except InputError:
+        raise
+    except RecursionError:
+        raise InputError.one(where, f"stage {stage!r} for {tag}: the template recurses "
+                             "too deeply", "fix the template") from None
+    except Exception as exc:  # noqa: BLE001 - a template is input: any failure is its error
+        raise InputError.one(f"{where}:{_template_line(exc)}", f"stage {stage!r} for {tag}: "
+                             f"{type(exc).__name__}: {cut(str(exc))}",
+                             "fix the template") from None
+    found = unsafe_positions(text, allow="\n")
+    if found:
+        line = text.count("\n", 0, found[0]) + 1
+        raise InputError.one(f"{where}", f"stage {stage!r} for {tag}: the rendered text holds "
+                             f"{describe(text[found[0]])} (its line {line})",
+                             "write only printable text and \\n line breaks in the template")
+    return text
+
+
+def _undecodable(env: jinja2.Environment, template: str) -> str:
+    """The template (``template`` or one it includes or imports) that is not UTF-8."""
+    for name in [template, *sorted(env.list_templates())]:
+        try:
+            (Path(env.loader.searchpath[0]) / name).read_text(encoding="utf-8")  # type: ignore[union-attr]
+        except UnicodeDecodeError:
+            return name
+        except OSError:
+            continue
+    return template
+
+
+def _short(name: str, fallback: str) -> str:
+    return name.rsplit("templates/", 1)[-1] if name else fallback
 
 
 def _template_line(exc: Exception) -> str:
@@ -146,7 +250,9 @@ def _template_line(exc: Exception) -> str:
 
 
 def _tidy(text: str) -> str:
-    lines = [ln.rstrip() for ln in text.strip("\n").splitlines()]
+    # Lines are split at "\n" only: the Dockerfile parser's one line break (the text
+    # holds no other, see _render_template).
+    lines = [ln.rstrip() for ln in text.strip("\n").split("\n")]
     tidy: list[str] = []
     for ln in lines:
         if ln == "" and tidy and tidy[-1] == "":
@@ -185,9 +291,23 @@ def final_labels(matrix: Matrix, spec: ImageSpec, revision: str, created: str,
 
 
 def label_instruction(labels: dict[str, str]) -> str:
-    """A ``LABEL`` instruction, one label per line, keys sorted."""
-    parts = [f"{k}={json.dumps(v)}" for k, v in sorted(labels.items())]
+    """A ``LABEL`` instruction, one label per line, keys sorted; each value a ``dquote``
+    word, so the image's label equals the text exactly (``$``, ``\\``, quotes,
+    non-ASCII). Raises ``InputError`` for a value with an unsafe character."""
+    parts = []
+    for key, value in sorted(labels.items()):
+        if not _LABEL_KEY.fullmatch(key):
+            raise InputError.one(f"label {clip(key, 60)}", "not a label key",
+                                 "keys are reverse-DNS names like org.example.name")
+        try:
+            parts.append(f"{key}={dquote(value)}")
+        except UnsafeValue as exc:
+            raise InputError.one(f"label {key}", str(exc),
+                                 "values are single lines of printable text") from None
     return "LABEL " + " \\\n      ".join(parts) + "\n"
+
+
+_LABEL_KEY = re.compile(r"[a-z0-9]+([._-][a-z0-9]+)*")
 
 
 def stage_dockerfile(stage: RenderedStage, parent_ref: str, trailer: str = "") -> str:

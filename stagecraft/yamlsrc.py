@@ -1,21 +1,39 @@
 """YAML with line numbers: every value's source line, addressed by its path.
 
-``load_yaml(path)`` parses with PyYAML's safe composer and returns the plain data plus a
+``read_document(path)`` parses with PyYAML's safe composer and returns the plain data, a
 ``Locator`` that maps a path such as ``("components", "base", "debian12", "python")`` to
-``"matrix.yaml:12"``, so schema and reference errors can point at the line to edit.
+``"matrix.yaml:12"`` (so schema and reference errors point at the line to edit), and the
+problems found in single values. Only JSON's kinds of value are built: strings, integers,
+finite floats, booleans, null, lists and mappings; every string (keys too) is one line
+of printable text (``safetext``). Work is bounded: the file's size, its nesting depth and
+the number of values once aliases are expanded, the length of a string.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from .errors import InputError
+from .errors import InputError, Problem
+from .safetext import clip, cut, describe, unsafe_positions
 
 PathKey = Sequence[str | int]
+
+MAX_BYTES = 1024 * 1024  # 1 MiB: matrix.yaml is about 15 KiB; parsing 1 MiB takes seconds
+MAX_VALUES = 200_000  # values once every alias is expanded
+MAX_DEPTH = 64  # nesting levels (matrix.yaml uses 8)
+MAX_TEXT = 4096  # characters of one string (matrix.yaml's longest is about 100)
+MAX_ECHOED = 20  # problems of one kind listed before the rest are counted
+
+_CORE = "tag:yaml.org,2002:"
+_SCALAR_TAGS = {_CORE + t for t in ("str", "int", "float", "bool", "null")}
+_MERGE_TAG = _CORE + "merge"
+_KINDS = "strings, numbers, booleans, null, lists and mappings"
 
 
 class Locator:
@@ -34,91 +52,246 @@ class Locator:
         return f"{self.filename}:{line}" if line else self.filename
 
 
-def _construct(node: yaml.Node, path: tuple, lines: dict[tuple, int], where: str,
-               memo: dict[int, Any] | None = None) -> Any:
-    # An alias is the same node object as its anchor: build it once (chained aliases
-    # would otherwise grow exponentially).
-    memo = {} if memo is None else memo
-    lines.setdefault(path, node.start_mark.line + 1)
-    if id(node) in memo:
-        return memo[id(node)]
-    value = _construct_new(node, path, lines, where, memo)
-    if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
-        memo[id(node)] = value
-    return value
+@dataclass
+class Document:
+    """A parsed file: ``data``, its ``locate``, and ``problems`` found in single values,
+    each as ``(path, Problem)`` (the path of the value, a tuple of keys and indexes)."""
+
+    data: Any
+    locate: Locator
+    problems: list[tuple[tuple, Problem]] = field(default_factory=list)
 
 
-def _construct_new(node: yaml.Node, path: tuple, lines: dict[tuple, int], where: str,
-                   memo: dict[int, Any]) -> Any:
-    if isinstance(node, yaml.MappingNode):
+class _Builder:
+    """Builds plain data from a composed node graph, noting problems instead of
+    stopping at the first."""
+
+    def __init__(self, where: str):
+        self.where = where
+        self.lines: dict[tuple, int] = {}
+        self.problems: list[tuple[tuple, Problem]] = []
+        # An alias is the same node object as its anchor: build it once (chained aliases
+        # would otherwise grow exponentially).
+        self.memo: dict[int, Any] = {}
+
+    def bad(self, path: tuple, node: yaml.Node, what: str, hint: str) -> None:
+        dotted = ".".join(map(str, path)) or "(top level)"
+        self.problems.append((path, Problem(f"{self.where}:{node.start_mark.line + 1}",
+                                            f"{dotted}: {what}", hint)))
+
+    def build(self, node: yaml.Node, path: tuple) -> Any:
+        self.lines.setdefault(path, node.start_mark.line + 1)
+        if id(node) in self.memo:
+            return self.memo[id(node)]
+        if isinstance(node, yaml.MappingNode):
+            value: Any = self._mapping(node, path)
+        elif isinstance(node, yaml.SequenceNode):
+            if node.tag != _CORE + "seq":
+                self._bad_tag(path, node)
+            value = [self.build(item, path + (i,)) for i, item in enumerate(node.value)]
+        else:
+            value = self._scalar(node, path)
+        self.memo[id(node)] = value
+        return value
+
+    def _bad_tag(self, path: tuple, node: yaml.Node) -> None:
+        tag = "!!" + node.tag[len(_CORE):] if node.tag.startswith(_CORE) else node.tag
+        self.bad(path, node, f"the YAML tag {clip(tag, 60)} is not supported (values "
+                 f"are {_KINDS})", "remove the tag")
+
+    def _mapping(self, node: yaml.MappingNode, path: tuple) -> dict[str, Any]:
+        if node.tag != _CORE + "map":
+            self._bad_tag(path, node)
         out: dict[str, Any] = {}
         merged: dict[str, Any] = {}
+        merge_seen = False
         for key_node, value_node in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # YAML merge key: <<: *anchor
+            line = key_node.start_mark.line + 1
+            if key_node.tag == _MERGE_TAG:  # YAML merge key: <<: *anchor
+                if merge_seen:
+                    self.problems.append((path, Problem(
+                        f"{self.where}:{line}", "a second '<<' merge key in one mapping",
+                        "merge several mappings with one key: <<: [*a, *b]")))
+                    continue
+                merge_seen = True
                 sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
                 for src in sources:
-                    value = _construct(src, path, lines, where, memo)
+                    value = self.build(src, path)
                     if not isinstance(value, dict):
-                        raise InputError.one(f"{where}:{key_node.start_mark.line + 1}",
-                                             "'<<' merges only mappings", "merge an anchored mapping")
+                        self.problems.append((path, Problem(
+                            f"{self.where}:{line}", "'<<' merges only mappings",
+                            "merge an anchored mapping")))
+                        continue
                     merged = {**value, **merged}
                 continue
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise InputError.one(f"{where}:{key_node.start_mark.line + 1}",
-                                     "a mapping key must be a plain string",
-                                     "write the key as text")
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag not in _SCALAR_TAGS:
+                self.problems.append((path, Problem(f"{self.where}:{line}",
+                                                    "a mapping key must be a plain string",
+                                                    "write the key as text")))
+                continue
             key = key_node.value
             if key in out:
-                raise InputError.one(f"{where}:{key_node.start_mark.line + 1}",
-                                     f"duplicate key {key!r}", "keep one of them")
-            lines[path + (key,)] = key_node.start_mark.line + 1
-            out[key] = _construct(value_node, path + (key,), lines, where, memo)
+                self.problems.append((path + (key,), Problem(
+                    f"{self.where}:{line}", f"duplicate key {clip(key, 60)}", "keep one of them")))
+                continue
+            self.lines[path + (key,)] = line
+            self._check_text(path + (key,), key_node, key, "key")
+            out[key] = self.build(value_node, path + (key,))
         return {**merged, **out}
-    if isinstance(node, yaml.SequenceNode):
-        return [_construct(item, path + (i,), lines, where, memo) for i, item in enumerate(node.value)]
-    # Scalars: let the safe constructor resolve ints, bools, nulls and strings.
-    loader = yaml.SafeLoader("")
-    try:
-        return loader.construct_object(node, deep=True)
-    finally:
-        loader.dispose()
+
+    def _scalar(self, node: yaml.ScalarNode, path: tuple) -> Any:
+        if node.tag == _CORE + "timestamp":
+            self.bad(path, node, f"{clip(node.value, 60)} reads as a date", "quote it as a string")
+            return node.value
+        if node.tag not in _SCALAR_TAGS:
+            self._bad_tag(path, node)
+            return node.value
+        # Let the safe constructor resolve ints, bools, nulls and strings.
+        loader = yaml.SafeLoader("")
+        try:
+            value = loader.construct_object(node, deep=True)
+        except (yaml.YAMLError, ValueError, KeyError, TypeError, OverflowError) as exc:
+            # e.g. !!bool maybe, !!int x, an integer of more than 4300 digits
+            why = "" if isinstance(exc, KeyError) else f" ({cut(str(exc), 80)})"
+            self.bad(path, node, f"{clip(node.value, 60)} is not a valid "
+                     f"{node.tag[len(_CORE):]}{why}", "fix the value or quote it as a string")
+            return node.value
+        finally:
+            loader.dispose()
+        if isinstance(value, float) and not math.isfinite(value):
+            self.bad(path, node, f"{node.value} is not a finite number", "write a number")
+            return node.value
+        if isinstance(value, str):
+            self._check_text(path, node, value, "value")
+        return value
+
+    def _check_text(self, path: tuple, node: yaml.Node, text: str, kind: str) -> None:
+        if len(text) > MAX_TEXT:
+            self.bad(path, node, f"{kind} {clip(text, 40)} is longer than {MAX_TEXT} "
+                     "characters", "shorten it")
+            return
+        found = unsafe_positions(text)
+        if found:
+            self.bad(path, node, f"{kind} {clip(text, 60)} holds {describe(text[found[0]])}",
+                     "values are single lines of printable text (no line breaks, tabs, "
+                     "control or format characters)")
 
 
-MAX_VALUES = 200_000
-
-
-def _expanded_size(node: yaml.Node, memo: dict[int, int], depth: int = 0) -> int:
-    """How many values the document has once every alias is expanded (memoised per node,
-    so an alias bomb is measured without being expanded)."""
-    if id(node) in memo:
-        return memo[id(node)]
-    if depth > 500:
-        return MAX_VALUES + 1
+def _children(node: yaml.Node) -> list[yaml.Node]:
     if isinstance(node, yaml.MappingNode):
-        size = 1 + sum(_expanded_size(v, memo, depth + 1) for _, v in node.value)
-    elif isinstance(node, yaml.SequenceNode):
-        size = 1 + sum(_expanded_size(v, memo, depth + 1) for v in node.value)
-    else:
-        size = 1
-    memo[id(node)] = size
-    return size
+        return [v for _, v in node.value]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
 
 
-def load_yaml(path: str | Path, display: str | None = None) -> tuple[Any, Locator]:
-    """Parse one YAML document.
+def _measure(root: yaml.Node, where: str) -> None:
+    """Refuse a node graph that is recursive, nests too deeply or expands to too many
+    values, before anything is built. Iterative: no recursion limit to hit."""
+    size: dict[int, int] = {}
+    height: dict[int, int] = {}
+    nodes: dict[int, yaml.Node] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        nid = id(node)
+        kids = _children(node)
+        if done:
+            size[nid] = min(MAX_VALUES + 1, 1 + sum(size[id(k)] for k in kids))
+            height[nid] = 1 + max((height[id(k)] for k in kids), default=0)
+            on_path.discard(nid)
+            continue
+        if nid in size:
+            continue
+        nodes[nid] = node
+        on_path.add(nid)
+        stack.append((node, True))
+        for kid in kids:
+            if id(kid) in on_path:
+                raise InputError.one(f"{where}:{kid.start_mark.line + 1}", "a recursive alias: "
+                                     "the value anchored here holds an alias to itself",
+                                     "point the alias at another anchor")
+            if id(kid) not in size:
+                stack.append((kid, False))
 
-    Returns ``(data, locator)``. Raises ``InputError`` (one line with ``file:line``) when
-    the file is missing, is not valid YAML, or repeats a key. Anchors and aliases work;
-    only YAML's safe types are built.
+    def worst(measure: dict[int, int], limit: int) -> yaml.Node:
+        node = root
+        while True:
+            kids = [k for k in _children(node) if measure[id(k)] > limit]
+            if not kids:
+                return node
+            node = max(kids, key=lambda k: measure[id(k)])
+
+    if height[id(root)] > MAX_DEPTH:
+        deep = worst(height, MAX_DEPTH - 1)
+        raise InputError.one(f"{where}:{deep.start_mark.line + 1}", f"nested more than "
+                             f"{MAX_DEPTH} levels deep", "flatten the structure")
+    if len(nodes) > MAX_VALUES:
+        raise InputError.one(where, f"the document has more than {MAX_VALUES} values",
+                             "a matrix holds far fewer; check that this is the right file")
+    if size[id(root)] > MAX_VALUES:
+        big = worst(size, MAX_VALUES // 2)
+        raise InputError.one(f"{where}:{big.start_mark.line + 1}", "the document expands to "
+                             f"more than {MAX_VALUES} values through aliases of aliases",
+                             "use fewer nested aliases")
+
+
+def _read_text(path: Path, where: str) -> str:
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise InputError.one(where, "file not found", "pass an existing matrix file with --matrix") from None
+    except OSError as exc:
+        raise InputError.one(where, f"cannot read: {exc.strerror or exc}", "check the file") from None
+    if len(raw) > MAX_BYTES:
+        raise InputError.one(where, f"larger than {MAX_BYTES // 1024} KiB", "a matrix is far "
+                             "smaller; check that this is the right file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise InputError.one(f"{where}:{line}", f"not UTF-8 text (byte 0x{raw[exc.start]:02x})",
+                             "save the file as UTF-8") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # as Python's text mode reads it
+
+
+def _text_problems(text: str, where: str) -> list[Problem]:
+    # YAML reads NEL, U+2028 and U+2029 as line breaks and refuses most controls: either
+    # way the line numbers of everything after would not be an editor's. One per line.
+    problems: list[Problem] = []
+    lines_seen: set[int] = set()
+    for i in unsafe_positions(text, allow="\n\t"):
+        if i == 0 and text[0] == "\ufeff":  # a byte order mark starts the file
+            continue
+        line = text.count("\n", 0, i) + 1
+        if line in lines_seen:
+            continue
+        lines_seen.add(line)
+        if len(problems) == MAX_ECHOED:
+            problems.append(Problem(where, "more lines hold such characters", "remove them"))
+            break
+        problems.append(Problem(f"{where}:{line}", f"{describe(text[i])} in the file",
+                                "matrix.yaml is printable text; remove the character"))
+    return problems
+
+
+def read_document(path: str | Path, display: str | None = None) -> Document:
+    """Parse one YAML document from a file of at most ``MAX_BYTES``.
+
+    Returns a ``Document``. Raises ``InputError`` (one line per problem, with
+    ``file:line``) when the file is missing, too large, not UTF-8, holds unsafe
+    characters outside values, is not valid YAML, or nests or expands too far. Problems
+    of single values (a duplicate key, an unsupported tag, an unsafe character) are
+    returned in ``Document.problems`` so that a caller can report them with its own.
     """
     path = Path(path)
     where = display or str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError.one(where, "file not found", "pass an existing matrix file with --matrix") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError.one(where, f"cannot read: {exc}", "check the file") from None
+    text = _read_text(path, where)
+    problems = _text_problems(text, where)
+    if problems:
+        raise InputError(problems)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except RecursionError:
@@ -126,28 +299,25 @@ def load_yaml(path: str | Path, display: str | None = None) -> tuple[Any, Locato
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark else ""
-        raise InputError.one(f"{where}{line}", f"invalid YAML: {exc.problem}",
+        raise InputError.one(f"{where}{line}", f"invalid YAML: {exc.problem or exc.context}",
                              "fix the syntax (indentation, quotes, colons)") from None
+    except yaml.YAMLError as exc:  # e.g. a reader error the check above did not foresee
+        raise InputError.one(where, f"invalid YAML: {clip(str(exc), 120)}", "fix the file") from None
     if node is None:
         raise InputError.one(where, "the file is empty", "see README.md for the matrix format")
-    sizes: dict[int, int] = {}
-    if _expanded_size(node, sizes) > MAX_VALUES:
-        worst = node
-        while isinstance(worst, (yaml.MappingNode, yaml.SequenceNode)) and worst.value:
-            kids = [v for _, v in worst.value] if isinstance(worst, yaml.MappingNode) else worst.value
-            big = max(kids, key=lambda k: sizes.get(id(k), 1))
-            if sizes.get(id(big), 1) <= MAX_VALUES // 2:
-                break
-            worst = big
-        raise InputError.one(f"{where}:{worst.start_mark.line + 1}", f"the document expands to "
-                             f"more than {MAX_VALUES} values (aliases of aliases)",
-                             "use fewer nested aliases")
-    lines: dict[tuple, int] = {}
-    try:
-        data = _construct(node, (), lines, where)
-    except RecursionError:
-        raise InputError.one(where, "nested too deeply", "flatten the structure") from None
-    except ValueError as exc:  # e.g. an integer too long to convert
-        raise InputError.one(where, f"a value cannot be read: {str(exc)[:120]}",
-                             "quote it as a string") from None
-    return data, Locator(where, lines)
+    _measure(node, where)
+    builder = _Builder(where)
+    data = builder.build(node, ())
+    return Document(data, Locator(where, builder.lines), builder.problems)
+
+
+def load_yaml(path: str | Path, display: str | None = None) -> tuple[Any, Locator]:
+    """``read_document`` that also raises for problems of single values.
+
+    Returns ``(data, locator)``; raises ``InputError`` with every problem found.
+    """
+    doc = read_document(path, display)
+    if doc.problems:
+        raise InputError([p for _, p in doc.problems])
+    return doc.data, doc.locate
+

