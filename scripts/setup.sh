@@ -62,6 +62,8 @@ engine_answers() {
 }
 
 command -v debootstrap >/dev/null 2>&1 || want_apt+=(debootstrap)
+# build.py lock checks the Debian mirror's InRelease signatures with Debian's keys.
+[ -f /usr/share/keyrings/debian-archive-keyring.gpg ] || want_apt+=(debian-archive-keyring)
 [ -x /usr/bin/dockerd ] || command -v dockerd >/dev/null 2>&1 || want_apt+=(docker.io)
 # The tests push to a real local registry, one of them with htpasswd (bcrypt) auth.
 if [ "${STAGECRAFT_WITH_REGISTRY:-1}" = 1 ]; then

@@ -20,6 +20,8 @@ options.
                                                   push tested images, then their aliases
     python build.py matrix [--format github|json] the CI job matrix (one entry per tag)
     python build.py bake [-o docker-bake.json]    a bake file: each stage a target
+    python build.py lock [--check | --upgrade [PACKAGE ...]]
+                                                  matrix.lock: every input by version and SHA-256
 
 Progress and logs go to stderr; results (built ``repo:tag`` lines, or JSON with
 ``--json``) to stdout. Exit status: 0 ok, 1 a build, test or push failed, 2 bad input
@@ -619,6 +621,62 @@ def cmd_freeze(args: argparse.Namespace) -> int:
         print("constraints:")
         for pin in pins:
             print(f"  - {pin}")
+    return EXIT_OK
+
+
+def _lock_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--check", action="store_true",
+                   help="exit 2 naming what differs when matrix.lock does not match matrix.yaml "
+                        "(offline; what CI runs)")
+    g.add_argument("--upgrade", nargs="*", metavar="PACKAGE", default=None,
+                   help="re-resolve (every entry, or those holding PACKAGE) and print "
+                        "`package: old -> new`: the security-update workflow")
+
+
+@command("lock", "write matrix.lock: every Debian package and Python distribution by "
+         "version and SHA-256", _lock_options)
+def cmd_lock(args: argparse.Namespace) -> int:
+    """Write (or check) the lock beside the matrix. Entries whose inputs did not change
+    are kept; new or changed ones are resolved (apt and debootstrap against the Debian
+    mirror, ``uv pip compile`` against the Python index)."""
+    from . import lockfile
+
+    matrix, specs = _load(args)
+    path = lockfile.lock_path(matrix)
+    want = lockfile.wanted(matrix, specs)
+    if args.check:
+        lock = lockfile.read(path)
+        problems = lockfile.check(lock, matrix, want, path.name)
+        if problems:
+            raise InputError(problems)
+        n = len(lock.debian) + len(lock.python)
+        print(f"{path.name}: in step with {matrix.path.name} ({n} entries)")
+        return EXIT_OK
+    from .resolve import update_lock
+
+    old = lockfile.read(path) if path.exists() else None
+    if old is not None and old.matrix != lockfile.matrix_identity(matrix):
+        raise InputError(lockfile.check(old, matrix, want, path.name))
+    if args.upgrade:
+        if old is None:
+            raise InputError.one("--upgrade", f"no {path.name} to upgrade",
+                                 "run `python3 build.py lock` first")
+        unknown = lockfile.unknown_packages(old, args.upgrade)
+        if unknown:
+            raise InputError.one(f"--upgrade {_clip(unknown[0])}", f"no package of that name in {path.name}",
+                                 "name a locked Debian package or Python distribution")
+    new = update_lock(lockfile.matrix_identity(matrix), want, old, args.upgrade, _say)
+    text = lockfile.dumps(new)
+    changed = lockfile.changes(old, new)
+    if old is None or text != lockfile.dumps(old):
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    for line in changed:
+        print(line)
+    _say(f"wrote {path.name}: {len(new.debian)} Debian and {len(new.python)} Python entries, "
+         f"{len(changed)} package change(s)")
     return EXIT_OK
 
 

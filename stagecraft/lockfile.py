@@ -1,0 +1,356 @@
+"""matrix.lock: every input of every image fixed by version and SHA-256. Pure: no network.
+
+``wanted(matrix, specs)`` derives from matrix.yaml what must be locked, as entries keyed by
+a readable name, each with its ``inputs`` (exactly what the resolution starts from):
+
+- one Debian entry per base and platform (``debian debian12 linux/amd64``): the bootstrap
+  inputs (mirror, suite, variant, architecture) and the apt specs of every stage that
+  installs Debian packages on that base;
+- one Python entry per requirement set, base and platform (``runtime paddle-2.6.2-cpu on
+  debian12 linux/amd64``): the framework, its constraints and the entrypoint's
+  requirements; the CUDA and NCCL wheel sets (``--no-deps``); Jupyter over a runtime.
+
+``resolve.py`` fills each entry with what a real resolver chose (apt and debootstrap for
+Debian, ``uv pip compile`` for Python). ``dumps``/``loads`` write and read the file:
+deterministic JSON (sorted keys, one package per line, so a diff reads as a list of
+package changes) sealed by an ``integrity`` digest over its content, so a truncated or
+hand-edited lock is refused. ``check`` compares a lock with what the matrix wants without
+touching the network (what CI runs), and ``changes`` lists ``package: old -> new``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError, Problem
+from .expand import ImageSpec
+from .matrix import Matrix
+
+SCHEMA = "stagecraft-lock/1"
+DEFAULT_PLATFORM = "linux/amd64"
+PYPI = "https://pypi.org/simple"
+# Where a stage's Debian packages come from in matrix.yaml: stage -> component table.
+APT_TABLES = {"base": "base", "runtime": "framework"}
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def lock_path(matrix: Matrix) -> Path:
+    """The lock beside the matrix file: ``matrix.yaml`` -> ``matrix.lock``."""
+    return matrix.path.with_suffix(".lock")
+
+
+def platforms(spec: ImageSpec) -> tuple[str, ...]:
+    """The OCI platforms (``linux/amd64``) an image is built for."""
+    found = getattr(spec, "platforms", None) or spec.components.get("platforms")
+    return tuple(found) if found else (DEFAULT_PLATFORM,)
+
+
+def _req_name(req: str) -> str:
+    """PEP 503 name of a requirement line (``Foo_Bar==1`` -> ``foo-bar``)."""
+    return re.sub(r"[-_.]+", "-", re.split(r"[\s=<>!~;@\[]", req.strip(), maxsplit=1)[0]).lower()
+
+
+def normalize(name: str) -> str:
+    """PEP 503 normalised distribution name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def debian_key(spec: ImageSpec, platform: str) -> str:
+    """Key of the Debian entry of ``spec``'s base on ``platform``."""
+    return f"debian {spec.base['name']} {platform}"
+
+
+def apt_stage_name(spec: ImageSpec, stage: str) -> str:
+    """Name of a stage's apt set inside its Debian entry (``base``, ``runtime paddle-...``)."""
+    table = APT_TABLES[stage]
+    return stage if table == "base" else f"{stage} {spec.components[table]['name']}"
+
+
+def python_key(spec: ImageSpec, stage: str, platform: str) -> str | None:
+    """Key of the Python requirement set a stage installs, or None when it installs none."""
+    comps = spec.components
+    on = f"on {spec.base['name']} {platform}"
+    if stage == "runtime":
+        return f"runtime {comps['framework']['name']} {on}"
+    if stage == "jupyter" and comps.get("jupyter"):
+        return f"jupyter {comps['jupyter']['name']}+{comps['framework']['name']} {on}"
+    if stage in ("cuda", "accel") and comps.get(stage) and comps[stage].get("pypi") \
+            and comps[stage].get("source", "pypi") == "pypi":
+        return f"{stage} {comps[stage]['name']} {on}"
+    return None
+
+
+def _arch(platform: str) -> str:
+    return {"amd64": "amd64", "arm64": "arm64"}.get(platform.split("/")[1], platform.split("/")[1])
+
+
+def wanted(matrix: Matrix, specs: list[ImageSpec]) -> dict[str, dict[str, dict[str, Any]]]:
+    """What ``specs`` need locked: ``{"debian": {key: inputs}, "python": {key: inputs}}``.
+
+    Debian inputs: ``{"mirror", "suite", "variant", "include", "arch", "stages": {name:
+    [apt spec, ...]}}``. Python inputs: ``{"python", "platform", "requirements",
+    "constraints", "index_url", "no_deps", "after"}`` (``after``: the key of the set this
+    one is resolved over, whose pins win; None for most).
+    """
+    deb: dict[str, dict[str, Any]] = {}
+    py: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        comps = spec.components
+        for plat in platforms(spec):
+            dkey = debian_key(spec, plat)
+            b = spec.base.get("bootstrap", {})
+            entry = deb.setdefault(dkey, {
+                "mirror": b.get("mirror", ""), "suite": b.get("suite", spec.base.get("codename", "")),
+                "variant": b.get("variant", "minbase"), "include": sorted(b.get("include", ())),
+                "arch": _arch(plat), "stages": {}})
+            for stage in spec.chain:
+                table = APT_TABLES.get(stage)
+                apt = (comps.get(table) or {}).get("apt") if table else None
+                if apt:
+                    entry["stages"][apt_stage_name(spec, stage)] = sorted(
+                        f"{pkg}={spec_['version']}" for pkg, spec_ in apt.items())
+            for stage in spec.chain:
+                pkey = python_key(spec, stage, plat)
+                if pkey is None or pkey in py:
+                    continue
+                common = {"python": spec.base["python"], "platform": plat, "after": None,
+                          "index_url": None, "no_deps": False, "constraints": []}
+                fw = comps["framework"]
+                if stage == "runtime":
+                    py[pkey] = {**common,
+                                "requirements": [f"{fw['package']}=={fw['version']}",
+                                                 *matrix.entrypoint.get("requirements", [])],
+                                "constraints": list(fw.get("constraints", [])),
+                                "index_url": fw.get("index_url")}
+                elif stage == "jupyter":
+                    jup = comps["jupyter"]
+                    py[pkey] = {**common,
+                                "requirements": [f"jupyterlab=={jup['jupyterlab']}"],
+                                "constraints": list(jup.get("constraints", [])),
+                                "after": python_key(spec, "runtime", plat)}
+                else:  # cuda, accel: NVIDIA's wheels, unpacked, no dependencies
+                    py[pkey] = {**common, "no_deps": True,
+                                "requirements": [f"{p}=={v}" for p, v in
+                                                 sorted(comps[stage]["pypi"].items())]}
+    return {"debian": deb, "python": py}
+
+
+# ---------------------------------------------------------------------------------------
+# The file.
+
+@dataclass
+class Lock:
+    """A lock: ``matrix`` ({"repository", "source"}), ``debian`` and ``python`` entries.
+
+    Debian entry: ``{"inputs", "release": {"date", "inrelease_sha256",
+    "source_date_epoch"}, "base": {pkg: {"version", "sha256"}}, "stages": {name: {pkg:
+    {"version", "sha256"}}}}``. Python entry: ``{"inputs", "python_platform",
+    "packages": {name: {"version", "files": {filename: sha256}}}}`` or ``{"inputs",
+    "unresolved": reason}`` where the index cannot be reached.
+    """
+
+    matrix: dict[str, str]
+    debian: dict[str, dict[str, Any]]
+    python: dict[str, dict[str, Any]]
+
+    def body(self) -> dict[str, Any]:
+        """Everything but the seal."""
+        return {"schema": SCHEMA, "matrix": self.matrix, "debian": self.debian,
+                "python": self.python}
+
+
+def _seal(body: dict[str, Any]) -> str:
+    canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return "sha256:" + hashlib.sha256(canon.encode()).hexdigest()
+
+
+def _is_record(value: Any) -> bool:
+    """A dict written on one line: scalars, or dicts of scalars (one package)."""
+    if not isinstance(value, dict):
+        return False
+    for v in value.values():
+        if isinstance(v, dict):
+            if any(isinstance(x, (dict, list)) for x in v.values()):
+                return False
+        elif isinstance(v, list):
+            return False
+    return len(json.dumps(value)) <= 400
+
+
+_TOP = ("schema", "matrix", "integrity", "debian", "python")
+
+
+def _order(key: str) -> tuple[int, str]:
+    # "version" first in a package record; the top-level parts in reading order.
+    return (_TOP.index(key) if key in _TOP else -1 if key == "version" else len(_TOP), key)
+
+
+def _write(value: Any, indent: int) -> str:
+    pad = "  " * (indent + 1)
+    if isinstance(value, dict) and indent >= 2 and _is_record(value):
+        return "{" + ", ".join(f"{json.dumps(k)}: {_write(v, 9)}"
+                               for k, v in sorted(value.items(), key=lambda kv: _order(kv[0]))) + "}"
+    if isinstance(value, dict) and value:
+        items = [f"{pad}{json.dumps(k)}: {_write(v, indent + 1)}"
+                 for k, v in sorted(value.items(), key=lambda kv: _order(kv[0]))]
+        return "{\n" + ",\n".join(items) + "\n" + "  " * indent + "}"
+    if isinstance(value, list) and value:
+        items = [f"{pad}{_write(v, indent + 1)}" for v in value]
+        return "[\n" + ",\n".join(items) + "\n" + "  " * indent + "]"
+    return json.dumps(value, sort_keys=True, ensure_ascii=True)
+
+
+def dumps(lock: Lock) -> str:
+    """The lock as text: same lock, same bytes. Sorted keys, one package per line."""
+    body = lock.body()
+    return _write({**body, "integrity": _seal(body)}, 0) + "\n"
+
+
+def loads(text: str, where: str = "matrix.lock") -> Lock:
+    """Parse and verify a lock. Raises ``InputError`` (one line) when it is not valid JSON
+    (truncated), has another schema, is malformed, or its ``integrity`` digest does not
+    match its content (edited by hand)."""
+    regen = "run `python3 build.py lock` to write it again"
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        line = getattr(exc, "lineno", "?")
+        raise InputError.one(f"{where}:{line}", "not valid JSON (truncated or edited?)", regen) from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+        raise InputError.one(where, f"not a stagecraft lock of schema {SCHEMA} (found {str(got)[:60]!r})",
+                             regen)
+    body = {k: v for k, v in doc.items() if k != "integrity"}
+    if doc.get("integrity") != _seal(body):
+        raise InputError.one(where, "content does not match its integrity digest: the lock was "
+                             "edited by hand or damaged", regen)
+    try:
+        lock = Lock(matrix=dict(doc["matrix"]), debian=dict(doc["debian"]), python=dict(doc["python"]))
+        _validate(lock)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise InputError.one(where, f"malformed lock ({str(exc)[:80]})", regen) from None
+    return lock
+
+
+def _validate(lock: Lock) -> None:
+    for key, e in lock.debian.items():
+        dict(e["inputs"])
+        for pkg, rec in [*e["base"].items(), *(p for s in e["stages"].values() for p in s.items())]:
+            if not _SHA256.match(rec["sha256"]) or not isinstance(rec["version"], str):
+                raise ValueError(f"{key}: {pkg}")
+    for key, e in lock.python.items():
+        dict(e["inputs"])
+        if "unresolved" in e:
+            continue
+        for name, rec in e["packages"].items():
+            if not isinstance(rec["version"], str) or not rec["files"] or \
+                    not all(_SHA256.match(h) for h in rec["files"].values()):
+                raise ValueError(f"{key}: {name}")
+
+
+def read(path: Path) -> Lock:
+    """Read and verify the lock at ``path``; ``InputError`` when missing or invalid."""
+    if not path.is_file():
+        raise InputError.one(str(path), "no lock file", "run `python3 build.py lock` to write it")
+    return loads(path.read_text(errors="replace"), path.name)
+
+
+def matrix_identity(matrix: Matrix) -> dict[str, str]:
+    """What names the matrix a lock belongs to."""
+    return {"repository": matrix.repository, "source": matrix.source}
+
+
+def check(lock: Lock, matrix: Matrix, want: dict[str, dict[str, dict[str, Any]]],
+          where: str = "matrix.lock") -> list[Problem]:
+    """Where ``lock`` differs from what the matrix wants (offline): a lock of another
+    matrix, entries missing, stale, or made from other inputs. Empty list: in step."""
+    hint = "run `python3 build.py lock` and commit matrix.lock"
+    if lock.matrix != matrix_identity(matrix):
+        return [Problem(where, f"made for another matrix ({lock.matrix.get('repository')!r}, "
+                               f"this is {matrix.repository!r})",
+                        "run `python3 build.py lock` for this matrix")]
+    problems: list[Problem] = []
+    for kind in ("debian", "python"):
+        have = getattr(lock, kind)
+        for key, inputs in sorted(want[kind].items()):
+            if key not in have:
+                problems.append(Problem(where, f"{key}: not locked", hint))
+            elif have[key]["inputs"] != inputs:
+                diff = _input_diff(have[key]["inputs"], inputs)
+                problems.append(Problem(where, f"{key}: locked from other inputs ({diff})", hint))
+        for key in sorted(set(have) - set(want[kind])):
+            problems.append(Problem(where, f"{key}: locked but no image uses it", hint))
+    return problems
+
+
+def _input_diff(old: dict[str, Any], new: dict[str, Any]) -> str:
+    parts = []
+    for k in sorted(set(old) | set(new)):
+        a, b = old.get(k), new.get(k)
+        if a == b:
+            continue
+        if isinstance(a, list) and isinstance(b, list):
+            gone, added = sorted(set(map(str, a)) - set(map(str, b))), sorted(set(map(str, b)) - set(map(str, a)))
+            parts.append(f"{k}: " + ", ".join([*(f"-{x}" for x in gone), *(f"+{x}" for x in added)]))
+        elif isinstance(a, dict) and isinstance(b, dict):
+            parts.append(f"{k}: {_input_diff(a, b)}")
+        else:
+            parts.append(f"{k}: {a!r} -> {b!r}")
+    text = "; ".join(parts)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def packages(lock: Lock) -> dict[tuple[str, str], str]:
+    """Every locked package with its version(s), keyed by ``(name, scope)``: scope is the
+    Debian entry's base and platform (``debian12 linux/amd64``) for a Debian package, ``""``
+    for a Python distribution (several versions across sets joined with ``|``, sorted)."""
+    found: dict[tuple[str, str], set[str]] = {}
+    for key, e in lock.debian.items():
+        scope = key.split(" ", 1)[1]
+        for pkg, rec in [*e["base"].items(), *(p for s in e["stages"].values() for p in s.items())]:
+            found.setdefault((pkg, scope), set()).add(rec["version"])
+    for e in lock.python.values():
+        for name, rec in e.get("packages", {}).items():
+            found.setdefault((name, ""), set()).add(rec["version"])
+    return {k: "|".join(sorted(v)) for k, v in found.items()}
+
+
+def changes(old: Lock | None, new: Lock) -> list[str]:
+    """``package: old -> new`` lines, Debian ones with their base in brackets
+    (``libc6: 2.36-9+deb12u13 -> 2.36-9+deb12u14 [debian12 linux/amd64]``), ``(new)`` and
+    ``(removed)`` at the ends; sorted."""
+    a = packages(old) if old else {}
+    b = packages(new)
+    out = []
+    for name, scope in sorted(set(a) | set(b)):
+        k = (name, scope)
+        if a.get(k) != b.get(k):
+            where = f" [{scope}]" if scope else ""
+            out.append(f"{name}: {a.get(k, '(new)')} -> {b.get(k, '(removed)')}{where}")
+    return out
+
+
+def deb_stage_packages(entry: dict[str, Any], stage_name: str) -> dict[str, dict[str, str]]:
+    """The packages one stage installs from a Debian entry (empty when it installs none)."""
+    return dict(entry["stages"].get(stage_name, {}))
+
+
+def with_seal_renewed(text: str) -> str:
+    """``text`` (a lock) with its integrity digest recomputed: for tests that stand in for
+    a mirror or index serving other bytes than the ones locked."""
+    doc = json.loads(text)
+    body = {k: v for k, v in doc.items() if k != "integrity"}
+    return _write({**body, "integrity": _seal(body)}, 0) + "\n"
+
+
+def unknown_packages(lock: Lock, names: list[str]) -> list[str]:
+    """The ``names`` that are no package of the lock (Debian names as is, Python names
+    PEP 503-normalised)."""
+    known = {name for name, _ in packages(lock)}
+    known_norm = {normalize(k) for k in known}
+    return [n for n in names if n not in known and normalize(n) not in known_norm]
