@@ -8,6 +8,9 @@
 - GPUs hidden when the choice is not NVIDIA but the image carries NVIDIA sets or a GPU
   is visible: ``CUDA_VISIBLE_DEVICES=""`` (CUDA: an empty list exposes no device), so the
   framework does not touch a GPU it cannot use. This one overrides the user's value.
+  Likewise Kunlun (``XPU_VISIBLE_DEVICES=""``), Ascend (``ASCEND_RT_VISIBLE_DEVICES=""``),
+  AMD (``ROCR_VISIBLE_DEVICES=""``) and Cambricon (``MLU_VISIBLE_DEVICES=""``) devices
+  when the choice is not theirs (probes.visible names each runtime's source).
 - Thread pools sized to the effective CPUs (min of online CPUs, cpuset, ceil(quota)) when
   that is below the online count and the user has not set the variable: OpenMP (also
   what oneDNN uses in Paddle's OpenMP builds), MKL, OpenBLAS, and numexpr. Paddle's own
@@ -46,6 +49,7 @@ def plan_env(choice: Any, probes: Mapping[str, Any], kernel_sets: Sequence[Mappi
     if choice.device != "nvidia" and gpus_around and env.get("CUDA_VISIBLE_DEVICES") != "":
         out["CUDA_VISIBLE_DEVICES"] = ""
         notes.append("GPUs hidden from the framework: CUDA_VISIBLE_DEVICES=''")
+    _hide_accelerators(choice, probes, kernel_sets, env, out, notes)
     if cpu is not None and cpu.effective_cpus < cpu.online:
         n = str(cpu.effective_cpus)
         why = []
@@ -81,3 +85,23 @@ def _isa(choice: Any, cpu: Any, env: Mapping[str, str], out: dict[str, str], not
             out[k] = v
     notes.append(note or f"CPU kernels: {isa.describe(cpu.flags, cpu.vendor, cpu.arch, cpu.model)}, "
                  "each library's own dispatch (no cap)")
+
+
+def _hide_accelerators(choice: Any, probes: Mapping[str, Any], kernel_sets: Sequence[Mapping[str, Any]],
+                       env: Mapping[str, str], out: dict[str, str], notes: list[str]) -> None:
+    """Kunlun, Ascend, AMD and Cambricon devices hidden (probes.visible.hide: each runtime's
+    own spelling) when the choice is not theirs but the image carries sets for them or
+    they are visible: the framework must not open a device it was not chosen for."""
+    around = [f for f in ("xpu", "npu", "amd", "mlu") if f != choice.device and (
+        any(s.get("device") == f for s in kernel_sets)
+        or (probes.get(f) is not None and probes[f].state != "absent"))]
+    if not around:
+        return
+    from probes import visible
+
+    for fam in around:
+        hide = visible.hide(fam, env)
+        if hide:
+            out.update(hide)
+            notes.append(f"{visible.NAMES[fam]}s hidden from the framework: "
+                         + ", ".join(f"{k}={v!r}" for k, v in hide.items()))

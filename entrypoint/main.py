@@ -12,17 +12,16 @@ Environment (inputs):
   STAGECRAFT_BUDGET_S=SECONDS                   per-family probe budget (default 2)
   STAGECRAFT_PROBE_ROOT=DIR                     test/debug only: read /proc, /sys, /dev under DIR
   STAGECRAFT_IMAGE_JSON=PATH                    test/debug only: image description to use
-Environment (outputs, for CMD): the chosen set's env, CUDA_VISIBLE_DEVICES="" on a
-non-NVIDIA choice, thread-pool sizes (see envplan), STAGECRAFT_CHOSEN,
-STAGECRAFT_REPORT_PATH.
+Environment (outputs, for CMD): the chosen set's env, the ISA caps of a forced lower CPU
+set, every other vendor's devices hidden on a fallback (CUDA_VISIBLE_DEVICES="",
+XPU_VISIBLE_DEVICES="", ASCEND_RT_VISIBLE_DEVICES="", ROCR_VISIBLE_DEVICES="",
+MLU_VISIBLE_DEVICES=""; sources in probes.visible), thread-pool sizes (see envplan),
+STAGECRAFT_CHOSEN, STAGECRAFT_REPORT_PATH.
 
-Hiding on fallback covers NVIDIA only: when the choice is not an NVIDIA set, GPUs are
-hidden with CUDA_VISIBLE_DEVICES="" (an empty list exposes no device to CUDA). Kunlun
-(XPU_VISIBLE_DEVICES), Ascend (ASCEND_RT_VISIBLE_DEVICES), AMD (HIP_VISIBLE_DEVICES /
-ROCR_VISIBLE_DEVICES) and Cambricon (MLU_VISIBLE_DEVICES) devices are left visible on a
-CPU fallback: a framework built for them may still try to open them. Their "hide all"
-spellings differ and have not been checked against those runtimes; until they are, set
-the variable yourself, or STAGECRAFT_DEVICE=cpu and the runtime's own variable.
+Each vendor's visibility variable is read as its runtime reads it (probes.visible,
+probes.nvidia_visible): only the devices it selects are counted; a value that selects
+none (empty, "-1", a name the runtime would not read) makes that device absent and the
+entrypoint falls back, saying which variable and why; it never blocks the command.
 
 Exit codes: CMD's own (we exec it); 78 when no kernel set can run here or strict mode
 refuses (probes.select.EXIT_REFUSED); 2 for a bad override; 127 CMD not found; 126 CMD

@@ -23,7 +23,7 @@ def probe_family(family: str, root: str = "/", budget_s: float = DEFAULT_BUDGET_
     if family not in FAMILIES:
         raise ValueError(f"unknown device family {family!r}; expected one of {', '.join(FAMILIES)}")
     mod = importlib.import_module(f"probes.{family}")
-    if family in ("cpu", "amd"):
+    if family == "cpu":
         return mod.probe(root, budget_s)  # type: ignore[no-any-return]
     return mod.probe(root, budget_s, env)  # type: ignore[no-any-return]
 

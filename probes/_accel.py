@@ -5,10 +5,10 @@ import time
 
 TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
-from probes import _fs
-from probes.types import ABSENT, UNUSABLE, DeviceProbe
+from probes import _fs, visible
+from probes.types import ABSENT, UNUSABLE, Device, DeviceProbe
 
 
 def timed(family: str, fn: Callable[[], DeviceProbe]) -> DeviceProbe:
@@ -26,20 +26,35 @@ def denied(root: str, paths: list[str]) -> list[str]:
     return [p for p in paths if _fs.exists(root, p) and not _fs.may_open_rw(root, p)]
 
 
-def gate(root: str, family: str, vendor: str, node_prefix: str,
-         controls: tuple[str, ...]) -> tuple[list[tuple[int, str]], DeviceProbe | None]:
+def gate(root: str, family: str, vendor: str, node_prefix: str, controls: tuple[str, ...],
+         env: Mapping[str, str]) -> tuple[list[tuple[int, str]], DeviceProbe | None, list[str]]:
     """The steps every device-node family shares: its numbered nodes (/dev/<prefix><N>),
-    its control nodes, and permission to open them. Returns ``(nodes, None)`` when the
-    family may go on to its own checks, else ``(nodes, the absent/unusable result)``."""
+    the vendor's visibility variable (probes.visible), its control nodes, and permission
+    to open the visible nodes. Returns ``(visible nodes, None, notes)`` when the family may
+    go on to its own checks, else ``(nodes, the absent/unusable result, notes)``."""
+    why = visible.hidden_reason(family, env)
+    if why:
+        return [], DeviceProbe(family, ABSENT, why), []
     nodes = _fs.numbered(root, "/dev", node_prefix)
     if not nodes:
-        return nodes, DeviceProbe(family, ABSENT, f"no {vendor} visible (no /dev/{node_prefix}<N>)")
+        return nodes, DeviceProbe(family, ABSENT, f"no {vendor} visible (no /dev/{node_prefix}<N>)"), []
+    kept, notes, why = visible.select(family, [Device(index=i, node=p) for i, p in nodes], env)
+    if why:
+        return [], DeviceProbe(family, ABSENT, why, notes=tuple(notes)), notes
+    nodes = [(d.index, d.node) for d in kept]
     missing = [p for p in controls if not _fs.exists(root, p)]
     if missing:
         return nodes, DeviceProbe(family, UNUSABLE, f"/dev/{node_prefix}* present but "
-                                  + ", ".join(missing) + " missing (pass it with --device)")
+                                  + ", ".join(missing) + " missing (pass it with --device)"), notes
     no = denied(root, [p for _, p in nodes] + list(controls))
     if no:
         return nodes, DeviceProbe(family, UNUSABLE, "no permission on " + ", ".join(no)
-                                  + " (run with a group that may open them, or --privileged)")
-    return nodes, None
+                                  + " (run with a group that may open them, or --privileged)"), notes
+    return nodes, None, notes
+
+
+def keep_visible(parsed: list[Device], nodes: list[tuple[int, str]]) -> list[Device]:
+    """Devices a vendor tool listed, restricted to the visible nodes' indices and in the
+    visibility variable's order."""
+    by_index = {d.index: d for d in parsed}
+    return [by_index[i] for i, _ in nodes if i in by_index]

@@ -8,7 +8,13 @@ containers need ``--device /dev/kfd --device /dev/dri`` and the video/render gro
 """
 from __future__ import annotations
 
-from probes import _accel, _fs
+import os
+
+TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+from probes import _accel, _fs, visible
 from probes.types import ABSENT, UNUSABLE, USABLE, Device, DeviceProbe
 
 TOPOLOGY = "/sys/class/kfd/kfd/topology/nodes"
@@ -32,13 +38,19 @@ def parse_properties(text: str) -> dict[str, int]:
     return out
 
 
-def probe(root: str = "/", budget_s: float = 1.0) -> DeviceProbe:
-    """Probe AMD GPUs; never raises. absent: no /dev/kfd and no GPU in the topology;
-    unusable: /dev/kfd or render nodes missing, or no permission; usable otherwise."""
-    return _accel.timed("amd", lambda: _probe(root))
+def probe(root: str = "/", budget_s: float = 1.0, env: Mapping[str, str] | None = None) -> DeviceProbe:
+    """Probe AMD GPUs; never raises. absent: no /dev/kfd and no GPU in the topology, or
+    ROCR_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES select none (probes.visible); unusable:
+    /dev/kfd or render nodes missing, or no permission; usable otherwise. Only visible
+    GPUs are listed; their ``uuid`` is ROCr's ``GPU-<unique_id in hex>``."""
+    env = os.environ if env is None else env
+    return _accel.timed("amd", lambda: _probe(root, env))
 
 
-def _probe(root: str) -> DeviceProbe:
+def _probe(root: str, env: Mapping[str, str]) -> DeviceProbe:
+    why = visible.hidden_reason("amd", env)
+    if why:
+        return DeviceProbe("amd", ABSENT, why)
     gpus = []
     for node in _fs.listdir(root, TOPOLOGY):
         props = parse_properties(_fs.read(root, f"{TOPOLOGY}/{node}/properties") or "")
@@ -47,10 +59,17 @@ def _probe(root: str) -> DeviceProbe:
         name = (_fs.read(root, f"{TOPOLOGY}/{node}/name") or "").strip()
         gfx = gfx_name(props["gfx_target_version"]) if props.get("gfx_target_version") else name
         mem = parse_properties(_fs.read(root, f"{TOPOLOGY}/{node}/mem_banks/0/properties") or "")
+        uid = props.get("unique_id")
         gpus.append(Device(index=int(node) if node.isdecimal() else len(gpus), name=name or gfx,
                            arch=gfx, memory_bytes=mem.get("size_in_bytes"),
+                           uuid=f"GPU-{uid:016x}" if uid else "",
                            node=f"/dev/dri/renderD{props['drm_render_minor']}"
                            if "drm_render_minor" in props else ""))
+    notes: list[str] = []
+    if gpus:
+        gpus, notes, why = visible.select("amd", gpus, env)
+        if why:
+            return DeviceProbe("amd", ABSENT, why, notes=tuple(notes))
     kfd = _fs.exists(root, "/dev/kfd")
     renders = _fs.numbered(root, "/dev/dri", "renderD")
     if not kfd and not gpus:
@@ -69,4 +88,4 @@ def _probe(root: str) -> DeviceProbe:
         return DeviceProbe("amd", UNUSABLE, "no permission on " + ", ".join(no)
                            + " (add --group-add video / render)", devices=tuple(gpus))
     version = (_fs.read(root, "/sys/module/amdgpu/version") or "").strip()
-    return DeviceProbe("amd", USABLE, devices=tuple(gpus), driver_version=version)
+    return DeviceProbe("amd", USABLE, devices=tuple(gpus), driver_version=version, notes=tuple(notes))

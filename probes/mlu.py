@@ -38,24 +38,27 @@ def parse_cnmon(text: str) -> tuple[list[Device], str]:
 
 
 def probe(root: str = "/", budget_s: float = 2.0, env: Mapping[str, str] | None = None) -> DeviceProbe:
-    """Probe Cambricon MLUs; never raises."""
+    """Probe Cambricon MLUs; never raises. absent: no /dev/cambricon_dev<N>, or
+    MLU_VISIBLE_DEVICES / CN_VISIBLE_DEVICES selects none (probes.visible); unusable:
+    control node missing, no permission, cnmon failing. Only visible MLUs are listed."""
     env = os.environ if env is None else env
     return _accel.timed("mlu", lambda: _probe(root, budget_s, env))
 
 
 def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
     t0 = time.monotonic()
-    nodes, stop = _accel.gate(root, "mlu", "Cambricon MLU", "cambricon_dev", ("/dev/cambricon_ctl",))
+    nodes, stop, notes = _accel.gate(root, "mlu", "Cambricon MLU", "cambricon_dev", ("/dev/cambricon_ctl",), env)
     if stop:
         return stop
     devs = [Device(index=i, node=p) for i, p in nodes]
     tool = _fs.which(root, "cnmon", env.get("PATH"))
     if tool is None:
-        return DeviceProbe("mlu", USABLE, devices=tuple(devs), notes=("cnmon not found; models unknown",))
+        return DeviceProbe("mlu", USABLE, devices=tuple(devs), notes=(*notes, "cnmon not found; models unknown"))
     rc, out = _fs.run_tool([tool], max(0.1, budget_s - (time.monotonic() - t0)))
     if rc is None:
         return DeviceProbe("mlu", UNUSABLE, f"timeout: cnmon {out}", devices=tuple(devs))
     if rc != 0:
         return DeviceProbe("mlu", UNUSABLE, f"cnmon failed (exit {rc})", devices=tuple(devs))
     parsed, driver = parse_cnmon(out)
-    return DeviceProbe("mlu", USABLE, devices=tuple(parsed or devs), driver_version=driver)
+    parsed = _accel.keep_visible(parsed, nodes)
+    return DeviceProbe("mlu", USABLE, devices=tuple(parsed or devs), driver_version=driver, notes=tuple(notes))

@@ -39,22 +39,23 @@ def parse_npu_smi(text: str) -> list[tuple[int, str, str]]:
 
 
 def probe(root: str = "/", budget_s: float = 2.0, env: Mapping[str, str] | None = None) -> DeviceProbe:
-    """Probe Ascend NPUs; never raises. States: absent (no /dev/davinci<N>), unusable
-    (control nodes missing, no permission, busy, npu-smi timeout), usable."""
+    """Probe Ascend NPUs; never raises. States: absent (no /dev/davinci<N>, or
+    ASCEND_RT_VISIBLE_DEVICES selects none: probes.visible), unusable (control nodes
+    missing, no permission, busy, npu-smi timeout), usable. Only visible NPUs are listed."""
     env = os.environ if env is None else env
     return _accel.timed("npu", lambda: _probe(root, budget_s, env))
 
 
 def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
     t0 = time.monotonic()
-    nodes, stop = _accel.gate(root, "npu", "Ascend NPU", "davinci", tuple(CONTROL))
+    nodes, stop, vis_notes = _accel.gate(root, "npu", "Ascend NPU", "davinci", tuple(CONTROL), env)
     if stop:
         return stop
     info = _fs.read(root, "/usr/local/Ascend/driver/version.info") or ""
     m = re.search(r"^Version=(\S+)", info, re.MULTILINE)
     driver = m.group(1) if m else ""
     devs = [Device(index=i, node=p) for i, p in nodes]
-    notes: list[str] = []
+    notes: list[str] = list(vis_notes)
     tool = _fs.which(root, "npu-smi", env.get("PATH"), TOOL_DIRS)
     if tool is None:
         notes.append("npu-smi not found; chip names unknown")
@@ -74,8 +75,8 @@ def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
                            devices=tuple(devs), driver_version=driver)
     rows = parse_npu_smi(out)
     if rows:
-        devs = [Device(index=i, name=f"Ascend {name}", arch=name, health=h,
-                       node=f"/dev/davinci{i}") for i, name, h in rows]
+        devs = _accel.keep_visible([Device(index=i, name=f"Ascend {name}", arch=name, health=h,
+                                           node=f"/dev/davinci{i}") for i, name, h in rows], nodes) or devs
     m = re.search(r"Version:\s*(\S+)", out)
     driver = driver or (m.group(1) if m else "")
     healthy = [d for d in devs if d.health in ("", "OK", "Warning")]

@@ -44,21 +44,23 @@ def parse_xpu_smi_m(text: str) -> list[Device]:
 
 
 def probe(root: str = "/", budget_s: float = 2.0, env: Mapping[str, str] | None = None) -> DeviceProbe:
-    """Probe Kunlun XPUs; never raises. absent: no /dev/xpu<N>; unusable: /dev/xpuctrl
-    missing, no permission, busy or xpu_smi failing; usable otherwise."""
+    """Probe Kunlun XPUs; never raises. absent: no /dev/xpu<N>, or XPU_VISIBLE_DEVICES
+    selects none (probes.visible); unusable: /dev/xpuctrl missing, no permission, busy or
+    xpu_smi failing; usable otherwise. Only visible devices are listed."""
     env = os.environ if env is None else env
     return _accel.timed("xpu", lambda: _probe(root, budget_s, env))
 
 
 def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
     t0 = time.monotonic()
-    nodes, stop = _accel.gate(root, "xpu", "Kunlun XPU", "xpu", ("/dev/xpuctrl",))
+    nodes, stop, notes = _accel.gate(root, "xpu", "Kunlun XPU", "xpu", ("/dev/xpuctrl",), env)
     if stop:
         return stop
     devs = [Device(index=i, node=p) for i, p in nodes]
     tool = _fs.which(root, "xpu_smi", env.get("PATH"), TOOL_DIRS)
     if tool is None:
-        return DeviceProbe("xpu", USABLE, devices=tuple(devs), notes=("xpu_smi not found; models unknown",))
+        return DeviceProbe("xpu", USABLE, devices=tuple(devs),
+                           notes=(*notes, "xpu_smi not found; models unknown"))
     rc, out = _fs.run_tool([tool, "-m"], max(0.1, budget_s - (time.monotonic() - t0)))
     if rc is None:
         return DeviceProbe("xpu", UNUSABLE, f"timeout: xpu_smi -m {out}", devices=tuple(devs))
@@ -69,5 +71,5 @@ def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
     if rc != 0:
         last = out.strip().splitlines()[-1][:160] if out.strip() else ""
         return DeviceProbe("xpu", UNUSABLE, f"xpu_smi -m failed (exit {rc}) {last}".strip(), devices=tuple(devs))
-    parsed = parse_xpu_smi_m(out)
-    return DeviceProbe("xpu", USABLE, devices=tuple(parsed or devs))
+    parsed = _accel.keep_visible(parse_xpu_smi_m(out), nodes)
+    return DeviceProbe("xpu", USABLE, devices=tuple(parsed or devs), notes=tuple(notes))

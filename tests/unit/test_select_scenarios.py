@@ -63,6 +63,7 @@ class Sc:
     deny: list[str] = field(default_factory=list)
     warn: str = ""               # substring of a warning
     cpus: int | None = None      # expected effective CPUs
+    count: int | None = None     # devices of the chosen family counted (visible ones only)
     subprocess: bool = False     # run in a fresh interpreter (NVML hang)
 
 
@@ -170,6 +171,37 @@ SCENARIOS = [
        ov=Overrides(strict=True)),
     Sc("strict-forced-xpu-absent", "linux-rhel7-haswell", ["host-16cpu"], XPU_SETS, EXIT_REFUSED,
        "strict: wanted device xpu", ov=Overrides(device="xpu", strict=True)),
+    # Every vendor's visibility variable, read as its runtime reads it (probes/visible.py).
+    Sc("xpu-visible-one", "linux-rhel7-haswell", ["host-16cpu", "kunlun-r200"], XPU_SETS, "xpu-r200",
+       env={"XPU_VISIBLE_DEVICES": "1"}, count=1),
+    Sc("xpu-visible-empty-hides", "linux-rhel7-haswell", ["host-16cpu", "kunlun-r200"], XPU_SETS,
+       "cpu-baseline", "XPU_VISIBLE_DEVICES='' hides every Kunlun XPU", env={"XPU_VISIBLE_DEVICES": ""}),
+    Sc("xpu-visible-unparsable-falls-back", "linux-rhel7-haswell", ["host-16cpu", "kunlun-r200"], XPU_SETS,
+       "cpu-baseline", "XPU_VISIBLE_DEVICES='gpu0' selects no Kunlun XPU", env={"XPU_VISIBLE_DEVICES": "gpu0"}),
+    Sc("xpu-visible-out-of-range", "linux-rhel7-haswell", ["host-16cpu", "kunlun-r200"], XPU_SETS,
+       "cpu-baseline", "entry '7' matches no Kunlun XPU", env={"XPU_VISIBLE_DEVICES": "7"}),
+    Sc("ascend-visible-one", "linux-rhel9-neoverse_v2", ["host-16cpu", "ascend-910b"], NPU_SETS, "npu-910b",
+       env={"ASCEND_RT_VISIBLE_DEVICES": "1"}, count=1),
+    Sc("ascend-visible-space-stops-the-list", "linux-rhel9-neoverse_v2", ["host-16cpu", "ascend-910b"], NPU_SETS,
+       "npu-910b", env={"ASCEND_RT_VISIBLE_DEVICES": "0, 1"}, count=1),
+    Sc("ascend-visible-empty-hides", "linux-rhel9-neoverse_v2", ["host-16cpu", "ascend-910b"], NPU_SETS,
+       "cpu-baseline", "ASCEND_RT_VISIBLE_DEVICES='' hides every Ascend NPU", env={"ASCEND_RT_VISIBLE_DEVICES": ""}),
+    Sc("ascend-visible-descending", "linux-rhel9-neoverse_v2", ["host-16cpu", "ascend-910b"], NPU_SETS,
+       "npu-910b", env={"ASCEND_RT_VISIBLE_DEVICES": "1,0"}, count=1),
+    Sc("amd-rocr-uuid", "linux-rocky8.5-zen4", ["host-16cpu", "amd-mi210"], AMD_SETS, "rocm-gfx90a",
+       env={"ROCR_VISIBLE_DEVICES": "GPU-b3b9c0795b6488de"}, count=1),
+    Sc("amd-rocr-empty-hides", "linux-rocky8.5-zen4", ["host-16cpu", "amd-mi210"], AMD_SETS, "cpu-baseline",
+       "ROCR_VISIBLE_DEVICES='' hides every AMD GPU", env={"ROCR_VISIBLE_DEVICES": ""}),
+    Sc("amd-hip-index-beyond-rocr", "linux-rocky8.5-zen4", ["host-16cpu", "amd-mi210"], AMD_SETS, "cpu-baseline",
+       "HIP_VISIBLE_DEVICES='1' selects no AMD GPU", env={"ROCR_VISIBLE_DEVICES": "0", "HIP_VISIBLE_DEVICES": "1"}),
+    Sc("amd-unknown-uuid", "linux-rocky8.5-zen4", ["host-16cpu", "amd-mi210"], AMD_SETS, "cpu-baseline",
+       "selects no AMD GPU", env={"ROCR_VISIBLE_DEVICES": "GPU-0000000000000000"}),
+    Sc("mlu-visible-one", "linux-rhel7-haswell", ["host-16cpu", "cambricon-mlu370"], MLU_SETS, "mlu370",
+       env={"MLU_VISIBLE_DEVICES": "1"}, count=1),
+    Sc("mlu-repeated-ordinal-empties", "linux-rhel7-haswell", ["host-16cpu", "cambricon-mlu370"], MLU_SETS,
+       "cpu-baseline", "names Cambricon MLU 0 twice", env={"MLU_VISIBLE_DEVICES": "0,1,0"}),
+    Sc("mlu-cn-visible-wins", "linux-rhel7-haswell", ["host-16cpu", "cambricon-mlu370"], MLU_SETS,
+       "cpu-baseline", "CN_VISIBLE_DEVICES='' hides", env={"MLU_VISIBLE_DEVICES": "0", "CN_VISIBLE_DEVICES": ""}),
 ]
 
 
@@ -217,7 +249,8 @@ def _run(sc: Sc, tmp_path: Path, lib: Path | None, monkeypatch: pytest.MonkeyPat
     probes = probe_all(str(root), 1.0, sorted({s["device"] for s in sc.sets}), env)
     c = choose(probes, sc.sets, sc.ov)
     return {"name": c.name, "exit": c.exit_code, "message": c.message, "warnings": list(c.warnings),
-            "passed": [x.reason for x in c.passed_over], "cpus": probes["cpu"].effective_cpus}
+            "passed": [x.reason for x in c.passed_over], "cpus": probes["cpu"].effective_cpus,
+            "count": len(probes[c.device].devices) if c.device and c.device != "cpu" else None}
 
 
 @pytest.mark.parametrize("sc", SCENARIOS, ids=[s.id for s in SCENARIOS])
@@ -238,6 +271,8 @@ def test_scenario(sc: Sc, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reque
         assert not any("JIT" in w for w in got["warnings"]), where
     if sc.cpus is not None:
         assert got["cpus"] == sc.cpus, where
+    if sc.count is not None:
+        assert got["count"] == sc.count, where
 
 
 def test_table_is_large_enough() -> None:
