@@ -16,6 +16,7 @@ import time
 import uuid
 from pathlib import Path
 
+import docker
 import pytest
 
 from tests.integration.harness import ROOT, run_cli
@@ -32,7 +33,10 @@ def six_project(project, client):
     yield path
     for image in client.images.list(name=REPO):
         for tag in image.tags:
-            client.images.remove(tag, noprune=True)
+            try:
+                client.images.remove(tag, noprune=True)
+            except docker.errors.ImageNotFound:  # another run on this engine removed it
+                pass
 
 
 def _cli(path: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
@@ -151,3 +155,45 @@ def test_bad_input_creates_no_image(six_project, client):
         assert proc.returncode == 2, (args, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1, (args, proc.stderr)
     assert {i.id for i in client.images.list(all=True)} == before, "bad input created an image"
+
+
+# Label values that Docker's LABEL line would expand, unescape or mangle unless written
+# exactly right: $VAR and ${VAR} (HOME is set in the image), command substitutions,
+# backslashes (before quotes, before $, at the end), both quotes, JSON-looking escapes,
+# non-ASCII (Latin, CJK, an emoji outside the BMP), a no-break space, '=' and '#'.
+TRICKY_LABELS = {
+    "vendor": "Société $HOME ${HOME} $(id) `id` 日本 🐳",
+    "source": "https://example.invalid/a b?x=1#frag \\ \\\\ \\\" \\$HOME \\u00e9 'q' \"dq\" {{ x }} %s \u00a0end\\",
+}
+
+
+def test_labels_carry_the_matrix_text_exactly(six_project, client):
+    from stagecraft.render import final_labels
+    from tests.unit.dockerfile_model import instructions, labels
+
+    text = six_project.read_text().replace(
+        "source: https://example.invalid/src",
+        f"source: {json.dumps(TRICKY_LABELS['source'], ensure_ascii=False)}\n"
+        f"vendor: {json.dumps(TRICKY_LABELS['vendor'], ensure_ascii=False)}")
+    six_project.write_text(text)
+    proc = _cli(six_project, "--tag", "1.16.0-cpu")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = client.images.get(f"{REPO}:1.16.0-cpu").labels
+    assert got["org.opencontainers.image.vendor"] == TRICKY_LABELS["vendor"]
+    assert got["org.opencontainers.image.source"] == TRICKY_LABELS["source"]
+    # Every label of the tag is the text stagecraft meant, and the test model of
+    # BuildKit's parser (used by the unit tests and the fuzzer) reads the rendered
+    # Dockerfile as this engine did.
+    rendered = _cli(six_project, "render", "1.16.0-cpu")
+    assert rendered.returncode == 0, rendered.stderr[-2000:]
+    last = [i for i in instructions(rendered.stdout) if i.keyword == "label"][-1]
+    model = {k: w.text for k, w in labels(last.args, {"HOME": "/home/worker"}).items()}
+    assert {k: got[k] for k in model} == model
+    from stagecraft.expand import expand, resolve
+    from stagecraft.matrix import load_matrix
+
+    matrix = load_matrix(six_project)
+    meant = final_labels(matrix, resolve(expand(matrix), "1.16.0-cpu"), "r", "c")
+    for key in ("org.opencontainers.image.vendor", "org.opencontainers.image.source",
+                "org.opencontainers.image.description", "io.stagecraft.matrix.selection"):
+        assert got[key] == meant[key], key
