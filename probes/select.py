@@ -34,6 +34,7 @@ from probes import cpuflags
 from probes._show import shown
 from probes.types import FAMILIES, USABLE
 
+UNKNOWN = "unknown"  # a build fact the matrix could not state (kernel_sets.schema.json)
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_REFUSED = 78
@@ -130,19 +131,39 @@ def _group_label(devs: Sequence[Any]) -> str:
                      for name, ix in by.items())
 
 
+def _facts(value: Any) -> str:
+    if value == UNKNOWN:
+        return UNKNOWN
+    return ", ".join(str(x) for x in value) or "none"
+
+
 def check_nvidia(req: Mapping[str, Any], p: Any) -> tuple[bool, str, list[str]]:
-    """(holds, reason when not, warnings) for an NVIDIA set against the nvidia probe."""
+    """(holds, reason when not, warnings) for an NVIDIA set against the nvidia probe.
+
+    ``sass``/``ptx`` are lists of compute capabilities, or ``"unknown"`` (also when
+    missing): a GPU the known lists cover runs; one they do not cover is refused when
+    both facts are known, and accepted with an "unknown" warning otherwise, never
+    silently."""
     if p is None:
         return False, "NVIDIA not probed", []
     if p.state != USABLE:
         return False, p.reason or "no usable NVIDIA GPU", []
-    sass = [str(x) for x in req.get("sass", [])]
-    ptx = [str(x) for x in req.get("ptx", [])]
+    sass_v, ptx_v = req.get("sass", UNKNOWN), req.get("ptx", UNKNOWN)
+    sass = [] if sass_v == UNKNOWN else [str(x) for x in sass_v]
+    ptx = [] if ptx_v == UNKNOWN else [str(x) for x in ptx_v]
+    unsure = UNKNOWN in (sass_v, ptx_v)
     warnings: list[str] = []
-    paths = {d.index: gpu_kernel_path(d.arch, sass, ptx) if (sass or ptx) else "sass" for d in p.devices}
+    paths = {d.index: gpu_kernel_path(d.arch, sass, ptx) or (UNKNOWN if unsure else None) for d in p.devices}
+    doubt = [d for d in p.devices if paths[d.index] == UNKNOWN]
+    if doubt:
+        ccs = "/".join(sorted({d.arch for d in doubt}, key=_cc))
+        warnings.append(f"unknown whether this build has kernels for cc {ccs} ({_group_label(doubt)}): "
+                        f"the image declares SASS {_facts(sass_v)}, PTX {_facts(ptx_v)}; GPU work may fail "
+                        "with 'no kernel image is available' (check paddle.version.cuda_archs() or "
+                        "cuobjdump, and complete the matrix)")
     none = [d for d in p.devices if paths[d.index] is None]
     if none:
-        built = f"SASS {', '.join(sass) or 'none'}; PTX {', '.join(ptx) or 'none'}"
+        built = f"SASS {_facts(sass_v)}; PTX {_facts(ptx_v)}"
         ccs = "/".join(sorted({d.arch for d in none}, key=_cc))
         reason = f"no kernels for cc {ccs} ({_group_label(none)}) in this set ({built})"
         if len(none) < len(p.devices):

@@ -21,6 +21,7 @@ from probes.isa import CAP_VARS
 
 from . import compat
 
+UNKNOWN = "unknown"  # a build fact not known: the chooser warns instead of assuming
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "probes" / "kernel_sets.schema.json"
 
 
@@ -32,7 +33,7 @@ def _validator() -> jsonschema.Draft202012Validator:
 def complete(framework: dict[str, Any], components: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The framework's kernel sets with NVIDIA requirements filled from the components:
     ``cuda``, ``min_driver``, ``min_driver_compat`` (compatibility table) and ``sass``,
-    ``ptx`` (framework ``build``). Values written in matrix.yaml win. A framework that
+    ``ptx`` (framework ``build``; a list, or ``"unknown"``). Values written in matrix.yaml win. A framework that
     declares none carries one set for its device (plus a CPU fallback for accelerators)."""
     sets = copy.deepcopy(list(framework.get("kernel_sets", ())))
     if not sets:
@@ -55,7 +56,8 @@ def complete(framework: dict[str, Any], components: dict[str, dict[str, Any]]) -
                 req.setdefault(key, str(value))
         for key in ("sass", "ptx"):
             if key in build:
-                req.setdefault(key, list(build[key]))
+                value = build[key]
+                req.setdefault(key, value if value == UNKNOWN else list(value))
     return sets
 
 

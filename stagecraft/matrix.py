@@ -249,6 +249,16 @@ def _reference_problems(data: Any, locate: Locator, root: Path, taint: _Taint) -
             if not _exists(root, rel):
                 bad(["components", "framework", fname, "tests", i],
                     f"framework {fname!r}: test {rel} does not exist", "fix the path")
+        if fw.get("device") == "nvidia":
+            build = _d(fw.get("build"))
+            missing = [k for k in NVIDIA_FACTS if k not in build]
+            if missing:
+                bad(["components", "framework", fname] + (["build"] if "build" in fw else []),
+                    f"framework {fname!r} (device nvidia) does not declare "
+                    + ", ".join(f"build.{k}" for k in missing),
+                    "complete data or no claim: list the compute capabilities the wheel ships "
+                    "SASS and PTX for (cuobjdump --list-elf/--list-ptx) and the libraries it "
+                    "dlopens; write `unknown` for a fact not known (the entrypoint then warns)")
 
     named: dict[str, int] = {}
     for gi, group in enumerate(_l(data.get("images"))):
@@ -305,6 +315,11 @@ def _reference_problems(data: Any, locate: Locator, root: Path, taint: _Taint) -
                         bad(gpath + [key, ei], f"image group {gname!r}: include entry lacks "
                             f"axes {', '.join(missing)}", "an include names a value for every axis")
     return found
+
+
+# What an NVIDIA framework build must declare (the kernel-set chooser and the CUDA image
+# suite read them); each is a list or the word ``unknown``.
+NVIDIA_FACTS = ("sass", "ptx", "dlopen")
 
 
 def _closest_hint(value: str, names: dict[str, Any] | list[str]) -> str:

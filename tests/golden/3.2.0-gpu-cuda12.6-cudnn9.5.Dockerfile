@@ -132,11 +132,13 @@ RUN --mount=type=secret,id=pip-ca,required=false \
 COPY entrypoint/ /opt/stagecraft/entrypoint/
 COPY probes/ /opt/stagecraft/probes/
 RUN mkdir -p /etc/stagecraft \
- && printf '%s\n' '{"components":{"cuda":"12.6","cudnn":"9.5.1","min_driver":"560.28.03","min_driver_compat":"525.60.13","nccl":"2.21.5","os":"debian 12","python":"3.11"},"device":"nvidia","framework":{"name":"paddle-3.2.0-gpu-cu126","package":"paddlepaddle-gpu","version":"3.2.0"},"kernel_sets":[{"description":"native kernels for the compute capabilities the wheel ships","device":"nvidia","env":{},"name":"cuda","requires":{"cuda":"12.6","min_driver":"560.28.03","min_driver_compat":"525.60.13"}},{"description":"no usable GPU; MKL and oneDNN dispatch on their own (VNNI, BF16, AMX included)","device":"cpu","name":"cpu-avx512","requires":{"cpu_flags":["avx512f","avx512bw","avx512vl"]}},{"description":"no usable GPU; AVX2 and FMA kernels","device":"cpu","isa_cap":"avx2","name":"cpu-avx2","requires":{"cpu_flags":["avx2","fma"]}},{"description":"no usable GPU; the wheel\u0027s floor (-mavx)","device":"cpu","isa_cap":"avx","name":"cpu-avx","requires":{"cpu_flags":["avx"]}}],"schema":1}' > /etc/stagecraft/image.json \
+ && printf '%s\n' '{"components":{"cuda":"12.6","cudnn":"9.5.1","min_driver":"560.28.03","min_driver_compat":"525.60.13","nccl":"2.21.5","os":"debian 12","python":"3.11"},"device":"nvidia","framework":{"name":"paddle-3.2.0-gpu-cu126","package":"paddlepaddle-gpu","version":"3.2.0"},"kernel_sets":[{"description":"native kernels for the compute capabilities the wheel ships","device":"nvidia","env":{},"name":"cuda","requires":{"cuda":"12.6","min_driver":"560.28.03","min_driver_compat":"525.60.13","ptx":"unknown","sass":"unknown"}},{"description":"no usable GPU; MKL and oneDNN dispatch on their own (VNNI, BF16, AMX included)","device":"cpu","name":"cpu-avx512","requires":{"cpu_flags":["avx512f","avx512bw","avx512vl"]}},{"description":"no usable GPU; AVX2 and FMA kernels","device":"cpu","isa_cap":"avx2","name":"cpu-avx2","requires":{"cpu_flags":["avx2","fma"]}},{"description":"no usable GPU; the wheel\u0027s floor (-mavx)","device":"cpu","isa_cap":"avx","name":"cpu-avx","requires":{"cpu_flags":["avx"]}}],"schema":1}' > /etc/stagecraft/image.json \
  && ln -s /opt/stagecraft/entrypoint/stagecraft-report /usr/local/bin/stagecraft-report \
  && /opt/venv/bin/python3 -m compileall -q /opt/stagecraft
 LABEL io.stagecraft.framework="paddlepaddle-gpu" \
       io.stagecraft.framework.version="3.2.0" \
+      io.stagecraft.cuda.sass="unknown" \
+      io.stagecraft.cuda.ptx="unknown" \
       io.stagecraft.device="nvidia"
 USER 1000
 WORKDIR /workspace

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 
 def test_every_dlopen_name_loads(py, spec):
     names = spec["framework"].get("build", {}).get("dlopen", [])
+    if names == "unknown":
+        pytest.skip(f"{spec['tag']}: the matrix declares dlopen: unknown")
     assert names, f"{spec['tag']}: the matrix declares no dlopen names for a GPU build"
     code = ("import ctypes, json, sys\n"
             f"names = {names!r}\n"
@@ -40,5 +44,6 @@ def test_compiled_with_cuda_and_versions(py, spec, host):
 
 def test_compute_capability_labels(labels, spec):
     build = spec["framework"]["build"]
-    assert labels.get("io.stagecraft.cuda.sass") == " ".join(build["sass"]), spec["tag"]
-    assert labels.get("io.stagecraft.cuda.ptx") == " ".join(build.get("ptx", [])), spec["tag"]
+    for key in ("sass", "ptx"):  # a list, or the word "unknown" (matrix.yaml)
+        want = build[key] if isinstance(build[key], str) else " ".join(build[key])
+        assert labels.get(f"io.stagecraft.cuda.{key}") == want, f"{spec['tag']}: {key} label"

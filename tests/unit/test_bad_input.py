@@ -79,6 +79,12 @@ MATRIX_CASES = [
     ("top-cpu-set-capped", '      build: {python: ["3.11"]}\n', '      build: {python: ["3.11"]}\n'
      "      kernel_sets: [{name: cpu-avx2, device: cpu, isa_cap: avx2}]\n",
      "cpu-avx2 is the image's top CPU kernel set: it must not cap the CPU ISA", "kernel_sets:"),
+    ("nvidia-without-kernel-facts", '      device: cpu\n      build: {python: ["3.11"]}\n',
+     '      device: nvidia\n      build: {python: ["3.11"]}\n',
+     "framework 'six-1' (device nvidia) does not declare build.sass, build.ptx, build.dlopen", "build: {python"),
+    ("nvidia-facts-not-a-list", '      device: cpu\n      build: {python: ["3.11"]}\n',
+     '      device: nvidia\n      build: {python: ["3.11"], sass: maybe, ptx: [], dlopen: unknown}\n',
+     "components.framework.six-1.build.sass: 'maybe' is not allowed here", "build: {python"),
     ("unknown-isa-cap", '      build: {python: ["3.11"]}\n', '      build: {python: ["3.11"]}\n'
      "      kernel_sets: [{name: a, device: cpu}, {name: b, device: cpu, isa_cap: avx3}]\n",
      "kernel_sets.1.isa_cap: 'avx3' is not one of", "kernel_sets:"),

@@ -217,18 +217,38 @@ def test_user_thread_setting_with_a_newline_is_noted_in_one_line(tmp_path: Path)
     assert note == "OMP_NUM_THREADS kept as the user set it ('1\\nforged')", (note, cp.stderr)
 
 
-@pytest.fixture(scope="module")
-def paddle_cpu_image(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The image.json that matrix.yaml gives the 2.6.2-cpu image (its real kernel sets)."""
+def matrix_image(tmp_path_factory: pytest.TempPathFactory, tag: str) -> str:
+    """The image.json that matrix.yaml gives ``tag`` (its real kernel sets), as a file."""
     from stagecraft.expand import expand
     from stagecraft.matrix import load_matrix
     from stagecraft.render import image_manifest
 
     matrix = load_matrix(REPO / "matrix.yaml")
-    spec = next(s for s in expand(matrix) if s.tag == "2.6.2-cpu")
+    spec = next(s for s in expand(matrix) if s.tag == tag)
     path = tmp_path_factory.mktemp("image") / "image.json"
     path.write_text(json.dumps(image_manifest(matrix, spec)))
     return str(path)
+
+
+@pytest.fixture(scope="module")
+def paddle_cpu_image(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return matrix_image(tmp_path_factory, "2.6.2-cpu")
+
+
+def test_unknown_kernel_facts_are_said_at_start(tmp_path: Path, lib: Path,
+                                                tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The 3.2.0 CUDA 12.6 entry declares sass/ptx unknown: on a Tesla M40 (cc 5.2) the
+    entrypoint still uses the GPU but says, on a warning line, that it does not know."""
+    conf = tmp_path / "m40.conf"
+    standin.write_config(conf, gpus=[standin.gpu("Tesla M40", "GPU-40404040-0000-4000-8000-000000000000",
+                                                 "5.2", 12884901888)])
+    env = {"LD_LIBRARY_PATH": str(lib.parent), "STAGECRAFT_NVML_CONFIG": str(conf),
+           "STAGECRAFT_IMAGE_JSON": matrix_image(tmp_path_factory, "3.2.0-gpu-cuda12.6-cudnn9.5")}
+    cp = run(tmp_path, ["sh", "-c", "echo $STAGECRAFT_CHOSEN"], pieces=("host-16cpu", "nvidia-nodes"), env=env)
+    assert cp.stdout.strip() == "cuda", cp.stdout + cp.stderr
+    lines = cp.stderr.splitlines()
+    assert lines[0].startswith("stagecraft: cuda (1x Tesla M40, cc 5.2"), lines
+    assert lines[1].startswith("stagecraft: warning: unknown whether this build has kernels for cc 5.2"), lines
 
 
 SHOW_ISA = ["sh", "-c", 'echo "$STAGECRAFT_CHOSEN ${ONEDNN_MAX_CPU_ISA-unset} ${MKL_ENABLE_INSTRUCTIONS-unset}"']

@@ -87,3 +87,32 @@ def test_schema_accepts_the_fixture_images() -> None:
         jsonschema.validate(json.loads(f.read_text())["kernel_sets"], schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate([{"name": "x", "device": "nvidia", "requires": {"sass": ["9.0"]}}], schema)
+
+
+# Complete data or no claim: a build fact the matrix could not state is "unknown", and the
+# chooser says so instead of accepting any GPU silently.
+@pytest.mark.parametrize(("sass", "ptx", "cc", "ok", "text"), [
+    ("unknown", "unknown", "5.2", True, "unknown whether this build has kernels for cc 5.2 (GPU 0: Tesla M40): "
+                                        "the image declares SASS unknown, PTX unknown"),
+    ("unknown", "unknown", "9.0", True, "unknown whether this build has kernels for cc 9.0"),
+    (["8.0", "9.0"], "unknown", "9.0", True, ""),  # a known SASS covers it: no doubt
+    (["8.0"], "unknown", "9.0", True, "the image declares SASS 8.0, PTX unknown"),
+    (["8.0"], [], "9.0", False, "no kernels for cc 9.0 (GPU 0: Tesla M40) in this set (SASS 8.0; PTX none)"),
+    ([], [], "8.0", False, "no kernels for cc 8.0"),  # both known and empty: no GPU kernels at all
+])
+def test_unknown_kernel_facts_warn(sass, ptx, cc, ok, text) -> None:
+    req = {**REQ, "sass": sass, "ptx": ptx}
+    nv = DeviceProbe("nvidia", "usable", devices=(Device(0, "Tesla M40", "GPU-m40", cc),),
+                     driver_version="550.54.15", api_version="12.4")
+    holds, why, warns = check_nvidia(req, nv)
+    assert holds is ok, (why, warns)
+    if ok:
+        assert (text in " ".join(warns)) if text else not warns, warns
+    else:
+        assert text in why, why
+
+
+def test_missing_kernel_facts_count_as_unknown() -> None:
+    req = {k: v for k, v in REQ.items() if k not in ("sass", "ptx")}
+    holds, _, warns = check_nvidia(req, _nv("550.54.15", cc="5.2"))
+    assert holds and warns and warns[0].startswith("unknown whether this build has kernels for cc 5.2"), warns
