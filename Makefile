@@ -1,7 +1,9 @@
 # stagecraft: each target is a short recipe over build.py and pytest.
 #   make setup               Python deps, Docker engine, debootstrap (no-op when present)
-#   make image TAG=2.6.2-cpu build one image (tag, alias or unique prefix)
+#   make image TAG=2.6.2-cpu build one image (tag, alias or unique prefix); PLATFORM=linux/amd64
+#                            narrows it to one platform (engines without an image index)
 #   make test                unit tests, then every image built once and validated
+#                            (arm64 images under emulation: set-up registers qemu)
 #   make lint                ruff, hadolint on every rendered Dockerfile, actionlint
 #   make golden              regenerate the rendered-Dockerfile golden files
 #   make push TAG=2.6.2-cpu REGISTRY=host:port  push a tested image, then its aliases
@@ -10,17 +12,22 @@
 # The project's .venv/ when set-up made one (externally managed system Python), else python3.
 PYTHON ?= $(shell test -x .venv/bin/python && echo .venv/bin/python || echo python3)
 TAG ?= 2.6.2-cpu
+PLATFORM ?=
+# Platforms set-up prepares emulation for (those other than the host's): the image's, or
+# for `make test` every platform the matrix builds.
+PLATFORMS ?= $(PLATFORM)
 
 .PHONY: setup image test unit lint golden bench push bake
 setup:
-	bash scripts/setup.sh
+	STAGECRAFT_PLATFORMS=$(PLATFORMS) bash scripts/setup.sh
 
 image: setup
-	$(PYTHON) build.py --tag $(TAG)
+	$(PYTHON) build.py --tag $(TAG) $(if $(PLATFORM),--platform $(PLATFORM))
 
 unit:
 	$(PYTHON) -m pytest tests/unit -q
 
+test: PLATFORMS = linux/amd64,linux/arm64
 test: setup
 	$(PYTHON) -m pytest tests/unit tests/integration -q -rs
 

@@ -8,6 +8,9 @@
 #   Anywhere else, say exactly what to do and exit 2.
 # - A BuildKit build path (buildx, or a classic client with DOCKER_BUILDKIT=1): checked
 #   by `python build.py doctor`.
+# - Emulation for the platforms in STAGECRAFT_PLATFORMS (e.g. linux/amd64,linux/arm64)
+#   other than the host's: qemu-user-static, binfmt_misc mounted (it is not on a fresh
+#   boot), each interpreter registered. Every engine on the host then runs those images.
 # Every step is a no-op where its result is already present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -71,6 +74,24 @@ if [ "${STAGECRAFT_WITH_REGISTRY:-1}" = 1 ]; then
   command -v htpasswd >/dev/null 2>&1 || want_apt+=(apache2-utils)
 fi
 
+# Platforms other than the host's need qemu's user-mode emulators registered with
+# binfmt_misc (Debian's /usr/lib/binfmt.d/qemu-*.conf carry the F flag: the interpreter
+# is opened at registration, so it works inside containers and chroots too).
+want_qemu=()
+for p in ${STAGECRAFT_PLATFORMS:+${STAGECRAFT_PLATFORMS//,/ }}; do
+  case "$p" in
+    linux/amd64) m=x86_64 ;;
+    linux/arm64|linux/arm64/v8) m=aarch64 ;;
+    linux/ppc64le) m=ppc64le ;;
+    linux/s390x) m=s390x ;;
+    *) log "STAGECRAFT_PLATFORMS: unknown platform '$p' (one of linux/amd64, linux/arm64, linux/ppc64le, linux/s390x)"; exit 2 ;;
+  esac
+  [ "$m" = "$(uname -m)" ] || want_qemu+=("$m")
+done
+if [ ${#want_qemu[@]} -gt 0 ] && [ ! -e "/usr/lib/binfmt.d/qemu-${want_qemu[0]}.conf" ]; then
+  want_apt+=(qemu-user-static)
+fi
+
 if [ ${#want_apt[@]} -gt 0 ]; then
   if is_root_debian; then
     log "installing ${want_apt[*]} (apt-get)"
@@ -95,4 +116,21 @@ if ! engine_answers; then
     exit 2
   fi
 fi
+binfmt=/proc/sys/fs/binfmt_misc
+for m in "${want_qemu[@]}"; do
+  [ -e "$binfmt/qemu-$m" ] && continue
+  if [ "$(id -u)" != 0 ]; then
+    log "emulation of $m is not registered: as root run scripts/setup.sh with STAGECRAFT_PLATFORMS=${STAGECRAFT_PLATFORMS:-}, or: mount -t binfmt_misc binfmt_misc $binfmt; cat /usr/lib/binfmt.d/qemu-$m.conf > $binfmt/register"
+    exit 2
+  fi
+  conf=/usr/lib/binfmt.d/qemu-$m.conf
+  [ -r "$conf" ] || { log "no $conf: qemu-user-static is not installed (apt-get install qemu-user-static)"; exit 2; }
+  if [ ! -e "$binfmt/register" ]; then
+    mount -t binfmt_misc binfmt_misc "$binfmt"
+    log "mounted binfmt_misc on $binfmt"
+  fi
+  [ -e "$binfmt/qemu-$m" ] || cat "$conf" > "$binfmt/register"
+  log "registered qemu-$m with binfmt_misc ($conf): $m images run under emulation"
+done
+
 log "ready: Docker engine $( (/usr/bin/docker version --format '{{.Server.Version}}' 2>/dev/null || docker version --format '{{.Server.Version}}') )"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import platform
+import platform as _platform
 import shutil
 import subprocess
 import tempfile
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import platforms
 from .errors import BuildError, InputError
 
 if TYPE_CHECKING:
@@ -45,16 +46,25 @@ class BaseImage:
     variant: str = ""
     include: tuple[str, ...] = ()
     arch: str = ""
+    platform: str = ""
+
+    @property
+    def foreign(self) -> bool:
+        """True when the base is for a platform other than the host's (emulated here)."""
+        return bool(self.platform) and self.platform != platforms.host_platform()
 
 
 def host_arch() -> str:
     """Debian architecture name of this host (``amd64``, ``arm64``)."""
-    machine = platform.machine()
+    machine = _platform.machine()
     return _DEB_ARCH.get(machine, machine)
 
 
-def base_image(component: dict[str, Any], source: str | None = None) -> BaseImage:
-    """The base a ``components.base`` entry asks for; ``source`` overrides its own.
+def base_image(component: dict[str, Any], source: str | None = None,
+               platform: str = "") -> BaseImage:
+    """The base a ``components.base`` entry asks for; ``source`` overrides its own;
+    ``platform`` (``linux/arm64``; '' for the host's) picks the Debian architecture a
+    bootstrap makes and the platform a pulled index resolves to.
 
     Raises ``InputError`` when the chosen source has no section in the entry.
     """
@@ -63,11 +73,14 @@ def base_image(component: dict[str, Any], source: str | None = None) -> BaseImag
     if src not in component:
         raise InputError.one(f"base {name}", f"no {src!r} section for this base",
                              f"add components.base.{name}.{src} or choose another --base-source")
+    host = platforms.host_platform()
     if src == "pull":
         ref = component["pull"]["image"]
-        return BaseImage(name=name, source="pull", ref=ref, identity=ref)
+        # One index digest serves every platform: the platform is part of the identity.
+        return BaseImage(name=name, source="pull", ref=ref, identity=f"{ref} {platform or host}",
+                         platform=platform or host)
     b = component["bootstrap"]
-    arch = host_arch()
+    arch = platforms.get(platform).deb if platform else host_arch()
     include = tuple(sorted(b.get("include", ())))
     variant = b.get("variant", "minbase")
     h = hashlib.sha256("\0".join([BOOTSTRAP_VERSION, b["suite"], b["mirror"], variant,
@@ -75,7 +88,7 @@ def base_image(component: dict[str, Any], source: str | None = None) -> BaseImag
     ref = f"{BASE_REPOSITORY}/{component['os']}:{b['suite']}-{arch}-{h[:16]}"
     return BaseImage(name=name, source="bootstrap", ref=ref, identity=f"{ref}@{h}",
                      suite=b["suite"], mirror=b["mirror"], variant=variant,
-                     include=include, arch=arch)
+                     include=include, arch=arch, platform=platform or host)
 
 
 def ensure_base(engine: Engine, base: BaseImage, log: Callable[[str], None]) -> str:
@@ -101,7 +114,13 @@ def _bootstrap(engine: Engine, base: BaseImage, log: Callable[[str], None]) -> s
     if os.geteuid() != 0:
         raise InputError.one(f"base {base.name}", "debootstrap needs root",
                              "run as root, or use --base-source pull")
-    log(f"base {base.name}: debootstrap {base.variant} {base.suite} from {base.mirror}")
+    if base.foreign:
+        why = platforms.emulation(base.platform)
+        if why:
+            raise InputError.one(f"base {base.name}", f"cannot bootstrap {base.arch}: {why}",
+                                 f"run scripts/setup.sh with STAGECRAFT_PLATFORMS={base.platform} "
+                                 "(installs qemu-user-static and registers it)")
+    log(f"base {base.name}: debootstrap {base.variant} {base.suite} ({base.arch}) from {base.mirror}")
     with tempfile.TemporaryDirectory(prefix="stagecraft-rootfs-") as tmp:
         rootfs = Path(tmp) / "rootfs"
         cmd = ["debootstrap", f"--variant={base.variant}", f"--arch={base.arch}"]
@@ -117,11 +136,13 @@ def _bootstrap(engine: Engine, base: BaseImage, log: Callable[[str], None]) -> s
             for p in (rootfs / sub).glob("*"):
                 if p.is_file():
                     p.unlink()
-        tarball = Path(tmp) / "rootfs.tar"
+        tarball = Path(tmp) / "context" / "rootfs.tar"
+        tarball.parent.mkdir()
         subprocess.run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(tarball), "."],
                        check=True)
         repo, tag = base.ref.rsplit(":", 1)
         image_id = engine.import_tarball(tarball, repo, tag,
-                                         changes=['CMD ["bash"]', "ENV LANG=C.UTF-8"])
+                                         changes=['CMD ["bash"]', "ENV LANG=C.UTF-8"],
+                                         platform=base.platform if base.foreign else "")
     log(f"base {base.name}: imported as {base.ref}")
     return image_id

@@ -51,7 +51,10 @@ class StageResult:
 @dataclass
 class ImageResult:
     """One image: ``status`` ``built`` (tagged) or ``failed`` (no tag moved); ``size``
-    in bytes (uncompressed, as the engine reports it); ``seconds`` from start of the run."""
+    in bytes (as the engine reports it: unpacked on 20.10, content size with the
+    containerd image store); ``seconds`` from start of the run. ``platforms`` maps each
+    platform built to ``{"image_id", "size", "key"}``; with several, the tag is an OCI
+    image index holding them all."""
 
     tag: str
     ref: str
@@ -63,6 +66,7 @@ class ImageResult:
     built_stages: int = 0
     cached_stages: int = 0
     error: str = ""
+    platforms: dict[str, dict] = field(default_factory=dict)
 
 
 @dataclass
@@ -142,10 +146,12 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
                 with tempfile.TemporaryDirectory(prefix="stagecraft-ctx-") as tmp:
                     ctx = _stage_context(node, root, Path(tmp) / "context")
                     ca = cache_args[node.key]
+                    platform_args = ["--platform", node.base.platform] if node.base.foreign else []
                     image_id = engine.build(
                         ctx / "Dockerfile", ctx, log_path, Path(tmp) / "iid", secrets,
                         on_step=lambda s: say(f"  {node.stage}@{short} {s[:110]}"),
-                        build_args={**build_args, **dict(ca.build_args)}, extra_args=ca.args)
+                        build_args={**build_args, **dict(ca.build_args)},
+                        extra_args=[*platform_args, *ca.args])
                 break
             except BuildError as exc:
                 if attempt == TRANSIENT_TRIES or not TRANSIENT_RE.search(str(exc)):
@@ -204,22 +210,43 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
+    by_tag: dict[str, list] = {}
     for img in plan.images:
-        results = [report.stages[k] for k in img.keys]
-        ref = f"{opts.repository}:{img.spec.tag}"
-        res = ImageResult(tag=img.spec.tag, ref=ref, aliases=list(img.spec.aliases),
+        by_tag.setdefault(img.spec.tag, []).append(img)
+    for tag, imgs in by_tag.items():
+        spec = imgs[0].spec
+        results = [report.stages[k] for img in imgs for k in img.keys]
+        ref = f"{opts.repository}:{tag}"
+        res = ImageResult(tag=tag, ref=ref, aliases=list(spec.aliases),
                           status="failed", seconds=time.monotonic() - start,
                           built_stages=sum(r.status == "built" for r in results),
                           cached_stages=sum(r.status == "cached" for r in results))
         bad = next((r for r in results if r.status in ("failed", "skipped")), None)
         if bad:
             res.error = bad.error if bad.status == "failed" else f"stage {bad.stage}: {bad.error}"
-        else:
-            image_id = results[-1].image_id
-            for name in img.spec.names:
+            report.images.append(res)
+            continue
+        for img in imgs:
+            final = report.stages[img.final_key]
+            res.platforms[img.platform] = {"image_id": final.image_id, "key": img.final_key,
+                                           "size": int(engine.inspect(final.image_id).get("Size", 0))}
+        try:
+            if len(imgs) == 1:
+                image_id = report.stages[imgs[0].final_key].image_id
+            else:
+                say(f"{tag}: OCI image index of {', '.join(i.platform for i in imgs)}")
+                image_id = engine.assemble_index(
+                    ref, {i.platform: plan.nodes[i.final_key].image_ref for i in imgs},
+                    logs / f"index-{tag}.log")
+            for name in spec.names:
                 engine.tag(image_id, f"{opts.repository}:{name}")
-            res.status, res.image_id = "built", image_id
-            res.size = int(engine.inspect(image_id).get("Size", 0))
+        except BuildError as exc:
+            res.error = str(exc)
+            say(f"  {tag} FAILED: {exc}")
+            report.images.append(res)
+            continue
+        res.status, res.image_id = "built", image_id
+        res.size = sum(p["size"] for p in res.platforms.values())
         report.images.append(res)
     report.seconds = time.monotonic() - start
     return report

@@ -109,6 +109,67 @@ def _repository(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repository", help="repository of the final tags (default: from matrix)")
 
 
+def _platform(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--platform", metavar="OS/ARCH[,...]",
+                   help="only these of each image's platforms (default: every platform its "
+                        "group declares; the host's for a group that declares none)")
+
+
+def _platforms(chosen: list[ImageSpec], args: argparse.Namespace) -> dict[str, tuple[str, ...]]:
+    """Tag -> the platforms to build it for: its declared ones (the host's when none),
+    narrowed by ``--platform``. Raises ``InputError`` for an unknown platform, a named
+    tag without any of the requested ones, or a compatibility rule the host breaks."""
+    from . import compat, platforms
+
+    host = platforms.host_platform()
+    requested: list[str] = []
+    for item in filter(None, (getattr(args, "platform", None) or "").split(",")):
+        name = platforms.normalise(item)
+        if name not in platforms.KNOWN:
+            raise InputError.one(f"--platform {_clip(item)}", "unknown platform",
+                                 f"one of: {', '.join(platforms.KNOWN)}")
+        requested.append(name)
+    out: dict[str, tuple[str, ...]] = {}
+    for spec in chosen:
+        declared = spec.platforms or (host,)
+        if not spec.platforms:  # the host's platform: its rules are checked now
+            for rule in compat.platform_rules(spec.components, declared):
+                raise InputError.one(spec.tag, f"cannot build here: {rule}",
+                                     "build it on a host of a platform it supports")
+        picked = tuple(p for p in declared if p in requested) if requested else declared
+        if not picked:
+            if getattr(args, "all", False):
+                _say(f"not building {spec.tag}: it is built for {', '.join(declared)} only")
+                continue
+            raise InputError.one(f"--platform {','.join(requested)}",
+                                 f"{spec.tag} is built for {', '.join(declared)} only",
+                                 "choose one of those platforms")
+        out[spec.tag] = picked
+    return out
+
+
+def _check_platforms(engine: Any, wanted: dict[str, tuple[str, ...]]) -> None:
+    """Exit 2 before anything is built when the engine cannot hold several platforms
+    under one tag, or when a platform needs emulation that is not set up."""
+    from . import platforms
+
+    several = {tag: ps for tag, ps in wanted.items() if len(ps) > 1}
+    if several:
+        why = engine.multi_platform()
+        if why:
+            tag, ps = next(iter(several.items()))
+            raise InputError.one(f"--tag {tag}", f"{why}: it cannot build {', '.join(ps)} "
+                                 "under one tag", f"pass --platform {platforms.host_platform()} "
+                                 "for one platform, or use an engine with the containerd image "
+                                 "store and buildx (Docker 24+)")
+    for p in sorted({p for ps in wanted.values() for p in ps}):
+        why = platforms.emulation(p)
+        if why:
+            raise InputError.one(f"--platform {p}", why,
+                                 f"run scripts/setup.sh with STAGECRAFT_PLATFORMS={p} (as root: "
+                                 "installs qemu-user-static and registers it)")
+
+
 def _base_source(p: argparse.ArgumentParser) -> None:
     p.add_argument("--base-source", choices=("bootstrap", "pull"),
                    help="where base images come from (default: per base in matrix.yaml; "
@@ -248,10 +309,6 @@ def _select(specs: list[ImageSpec], args: argparse.Namespace, default_all: bool)
     return list(chosen.values())
 
 
-def _bases(matrix: Matrix, specs: list[ImageSpec], source: str | None) -> dict[str, BaseImage]:
-    return {s.base["name"]: base_image(s.base, source) for s in specs}
-
-
 def _emit_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
@@ -313,16 +370,22 @@ def cmd_render(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _plan(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace):
+def _plan(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace,
+          wanted: dict[str, tuple[str, ...]] | None = None):
     from .plan import make_plan
 
-    return make_plan(matrix, specs, _bases(matrix, specs, args.base_source),
+    wanted = wanted if wanted is not None else _platforms(specs, args)
+    specs = [s for s in specs if s.tag in wanted]
+    bases: dict[Any, BaseImage] = {
+        (s.base["name"], p): base_image(s.base, getattr(args, "base_source", None), p)
+        for s in specs for p in wanted[s.tag]}
+    return make_plan(matrix, specs, bases,
                      sourceinfo.revision(matrix.root), sourceinfo.created(matrix.root),
-                     getattr(args, "repository", None))
+                     getattr(args, "repository", None), wanted)
 
 
 @command("plan", "stages, content keys, built or to build", _selection, _json, _repository,
-         _base_source)
+         _base_source, _platform)
 def cmd_plan(args: argparse.Namespace) -> int:
     matrix, specs = _load(args)
     return _show_plan(matrix, _select(specs, args, default_all=True), args)
@@ -337,18 +400,22 @@ def _show_plan(matrix: Matrix, chosen: list[ImageSpec], args: argparse.Namespace
     for key, node in plan.nodes.items():
         built = engine.image_id(node.image_ref) is not None
         rows.append({"key": key, "stage": node.stage, "image": node.image_ref,
-                     "parent": node.parent_key, "built": built, "tags": list(node.tags)})
-    bases = [{"name": b.name, "source": b.source, "ref": b.ref,
+                     "parent": node.parent_key, "built": built, "tags": list(node.tags),
+                     "platform": node.base.platform})
+    bases = [{"name": b.name, "source": b.source, "ref": b.ref, "platform": b.platform,
               "present": engine.image_id(b.ref) is not None} for b in plan.bases]
     if args.json:
         _emit_json({"bases": bases, "stages": rows,
-                    "images": [{"tag": i.spec.tag, "keys": list(i.keys)} for i in plan.images]})
+                    "images": [{"tag": i.spec.tag, "platform": i.platform, "keys": list(i.keys)}
+                               for i in plan.images]})
         return EXIT_OK
     for b in bases:
-        print(f"base   {b['name']:<10} {'present ' if b['present'] else 'to make '} {b['ref']}")
+        print(f"base   {b['name']:<10} {b['platform']:<12} "
+              f"{'present ' if b['present'] else 'to make '} {b['ref']}")
     for i, r in enumerate(rows, 1):
         state = "built   " if r["built"] else "to build"
-        print(f"{i:>3}. {r['stage']:<8} {r['key'][:12]} {state} {', '.join(r['tags'])}")
+        print(f"{i:>3}. {r['stage']:<8} {r['platform']:<12} {r['key'][:12]} {state} "
+              f"{', '.join(r['tags'])}")
     todo = sum(not r["built"] for r in rows)
     print(f"{len(rows)} stages, {todo} to build, {len(rows) - todo} already built", file=sys.stderr)
     return EXIT_OK
@@ -359,7 +426,8 @@ def _state_dir(matrix: Matrix, args: argparse.Namespace) -> Path:
 
 
 @command("build", "build images (the default command: build.py --tag T)", _selection,
-         _build_options, _json, _repository, _base_source, _ca, _state, _registry, _push_options)
+         _build_options, _json, _repository, _base_source, _platform, _ca, _state, _registry,
+         _push_options)
 def cmd_build(args: argparse.Namespace) -> int:
     from .builder import BuildOptions, build_plan
     from .cabundle import find_ca_bundle
@@ -391,8 +459,11 @@ def cmd_build(args: argparse.Namespace) -> int:
     chosen = [s for s in chosen if s.tag not in skipped]
     if not chosen:
         raise BuildError("nothing left to build on this host (see above)")
+    wanted = _platforms(chosen, args)
     engine = Engine()
-    plan = _plan(matrix, chosen, args)
+    _check_platforms(engine, wanted)
+    plan = _plan(matrix, chosen, args, wanted)
+    chosen = [s for s in chosen if s.tag in wanted]
     repository = args.repository or matrix.repository
     _say(f"stagecraft: {len(chosen)} image(s), {len(plan.nodes)} stage(s); BuildKit via "
          f"{engine.builder.describe()}; CA bundle: "
@@ -402,14 +473,22 @@ def cmd_build(args: argparse.Namespace) -> int:
                                      cache_from, cache_to), _say)
     tests: dict[str, Any] = {}
     if args.test:
-        from .testing import run_suites
+        from .testing import combine, run_suites, save_record
 
         for img in report.images:
             if img.status == "built":
                 spec = next(s for s in chosen if s.tag == img.tag)
-                _say(f"testing {img.ref} ({len(spec.tests)} suites)")
-                tests[img.tag] = run_suites(engine, matrix, spec, img.ref, _state_dir(matrix, args))
-                _say(f"  {'passed' if tests[img.tag].passed else 'FAILED'}: {_counts(tests[img.tag].counts)}")
+                per_platform = []
+                for platform, one in img.platforms.items():
+                    _say(f"testing {img.ref} on {platform} ({len(spec.tests)} suites)")
+                    per_platform.append(run_suites(engine, matrix, spec, img.ref, _state_dir(matrix, args),
+                                                   image=one["image_id"]))
+                    _say(f"  {'passed' if per_platform[-1].passed else 'FAILED'}: "
+                         f"{_counts(per_platform[-1].counts)}")
+                tests[img.tag] = per_platform[0]
+                if len(per_platform) > 1:  # the index passes when every platform passed
+                    tests[img.tag] = combine(per_platform, img.image_id)
+                    save_record(_state_dir(matrix, args), tests[img.tag])
     ok = report.ok and all(t.passed for t in tests.values())
     ok = ok and (args.skip_unreachable or not skipped)
     pushed: dict[str, Any] | None = None
@@ -459,7 +538,7 @@ def _summary(report: Any, tests: dict[str, Any], args: argparse.Namespace,
 
 
 @command("test", "run the testinfra suites against built images", _selection, _json,
-         _repository, _state)
+         _repository, _state, _platform)
 def cmd_test(args: argparse.Namespace) -> int:
     from .engine import Engine
     from .testing import run_suites
@@ -474,17 +553,30 @@ def cmd_test(args: argparse.Namespace) -> int:
         if engine.image_id(ref) is None:
             raise InputError.one(f"--tag {spec.tag}", f"{ref} is not built",
                                  f"build it first: python3 build.py --tag {spec.tag}")
+    # --platform: each platform's own image of the tag (the final stage of its chain);
+    # without it, the tag itself (the host's platform of an index).
+    wanted = _platforms(chosen, args) if args.platform else {}
     for spec in chosen:
         ref = f"{repository}:{spec.tag}"
-        _say(f"testing {ref} ({', '.join(spec.tests)})")
-        res = run_suites(engine, matrix, spec, ref, _state_dir(matrix, args))
-        _say(res.output_tail if not res.passed else f"  {_counts(res.counts)} in {res.seconds:.1f} s")
-        results.append(res)
+        images: list[tuple[str, str | None]] = [("", None)]
+        if spec.tag in wanted:
+            plan = _plan(matrix, [spec], args, {spec.tag: wanted[spec.tag]})
+            images = [(i.platform, plan.nodes[i.final_key].image_ref) for i in plan.images]
+            missing = [image for _, image in images if engine.image_id(image) is None]
+            if missing:
+                raise InputError.one(f"--tag {spec.tag}", f"{missing[0]} is not built",
+                                     f"build it first: python3 build.py --tag {spec.tag} "
+                                     f"--platform {args.platform}")
+        for platform, image in images:
+            _say(f"testing {ref}{' on ' + platform if platform else ''} ({', '.join(spec.tests)})")
+            res = run_suites(engine, matrix, spec, ref, _state_dir(matrix, args), image=image)
+            _say(res.output_tail if not res.passed else f"  {_counts(res.counts)} in {res.seconds:.1f} s")
+            results.append(res)
     if args.json:
         _emit_json([asdict(r) for r in results])
     else:
         for r in results:
-            print(f"{'PASS' if r.passed else 'FAIL'} {repository}:{r.tag} ({_counts(r.counts)})")
+            print(f"{'PASS' if r.passed else 'FAIL'} {repository}:{r.tag} {r.platform} ({_counts(r.counts)})")
     return EXIT_OK if all(r.passed for r in results) else EXIT_FAILED
 
 

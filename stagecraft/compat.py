@@ -37,15 +37,18 @@ def cuda_facts(cuda: str) -> dict[str, str] | None:
     return table()["cuda"].get(major_minor(cuda))
 
 
-def check(matrix: Matrix, components: dict[str, dict[str, Any]]) -> list[str]:
+def check(matrix: Matrix, components: dict[str, dict[str, Any]],
+          platforms: tuple[str, ...] = ()) -> list[str]:
     """The rules one combination breaks, each a sentence starting with the rule's name.
 
-    ``components`` maps axis -> component entry (with ``name``). Rules:
+    ``components`` maps axis -> component entry (with ``name``); ``platforms`` the OCI
+    platforms the image is built for (normalised; empty: the host's, checked by
+    ``platform_rules`` once the host is known). Rules: framework-platform, base-platform,
     device-needs-cuda, cpu-without-cuda, cuda-known, framework-cuda, framework-cudnn,
     cudnn-cuda-major, nccl-cuda-major, tensorrt-cuda-major, wheel-cuda-major,
     framework-python.
     """
-    broken: list[str] = []
+    broken: list[str] = platform_rules(components, platforms)
     fw = components["framework"]
     base = components["base"]
     cuda = components.get("cuda")
@@ -99,6 +102,29 @@ def check(matrix: Matrix, components: dict[str, dict[str, Any]]) -> list[str]:
             if suffix.startswith("cu") and suffix[2:].isdigit() and suffix[2:] != cuda_major:
                 broken.append(f"wheel-cuda-major: {comp['name']} installs {pkg}, a CUDA "
                               f"{suffix[2:]} wheel, under CUDA {cuda_v}")
+    return broken
+
+
+def platform_rules(components: dict[str, dict[str, Any]], platforms: tuple[str, ...]) -> list[str]:
+    """Rules framework-platform (the framework has builds, e.g. wheels, for every platform
+    of the image: ``framework.build.platforms``) and base-platform (``base.platforms``).
+    A component that declares no platforms accepts any."""
+    from .platforms import normalise
+
+    broken = []
+    for axis, rule, what in (("framework", "framework-platform", "builds"),
+                             ("base", "base-platform", "a base")):
+        comp = components.get(axis)
+        if comp is None:
+            continue
+        declared = comp.get("build", {}).get("platforms") if axis == "framework" else comp.get("platforms")
+        if not declared:
+            continue
+        have = [normalise(p) for p in declared]
+        missing = [p for p in platforms if p not in have]
+        if missing:
+            broken.append(f"{rule}: {comp['name']} has {what} for {', '.join(have)}, "
+                          f"not {', '.join(missing)}")
     return broken
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -148,8 +149,26 @@ class Engine:
                              "access use --base-source bootstrap") from None
 
     def import_tarball(self, tarball: Path, repository: str, tag: str,
-                       changes: Iterable[str] = ()) -> str:
-        """``docker import`` a root filesystem tarball as ``repository:tag``."""
+                       changes: Iterable[str] = (), platform: str = "") -> str:
+        """``docker import`` a root filesystem tarball as ``repository:tag``.
+
+        ``platform`` (``linux/arm64``): the image is made for that platform instead of the
+        host's, by a BuildKit build of ``FROM scratch`` + ``ADD`` with ``--platform`` (the
+        import API of Docker 20.10 ignores a platform). The tarball must sit alone in its
+        directory (the build context). Raises ``BuildError``.
+        """
+        if platform:
+            ctx = tarball.parent
+            dockerfile = ctx.parent / f"{tarball.name}.Dockerfile"
+            dockerfile.write_text(f"FROM scratch\nADD {tarball.name} /\n" + "".join(
+                f"{c}\n" for c in changes))
+            self.build(dockerfile, ctx, ctx.parent / f"{tarball.name}.log",
+                       ctx.parent / f"{tarball.name}.iid", {},
+                       extra_args=["--platform", platform, "-t", f"{repository}:{tag}"])
+            found = self.image_id(f"{repository}:{tag}")
+            if not found:
+                raise BuildError(f"import of {repository}:{tag} ({platform}) left no image")
+            return found
         self.client.api.import_image_from_file(str(tarball), repository=repository, tag=tag,
                                                changes=list(changes))
         found = self.image_id(f"{repository}:{tag}")
@@ -208,6 +227,39 @@ class Engine:
         if rc != 0 or not iidfile.exists():
             raise BuildError(f"build failed (exit {rc}): {failure_reason(tail)}; log: {log_path}")
         return iidfile.read_text().strip()
+
+    def multi_platform(self) -> str:
+        """'' when this engine can hold several platforms under one tag (an OCI image
+        index: Docker with the containerd image store, built through buildx), else why
+        not, naming the engine."""
+        try:
+            info = self.client.info()
+        except docker.errors.DockerException as exc:
+            return f"the engine does not answer `docker info` ({_short(exc)})"
+        driver = dict(tuple(x) for x in info.get("DriverStatus") or () if len(x) == 2)
+        name = f"Docker {info.get('ServerVersion', '?')}"
+        if driver.get("driver-type") != "io.containerd.snapshotter.v1":
+            return (f"{name} (image store: {info.get('Driver', '?')}, not the containerd "
+                    "image store) keeps one platform per tag")
+        if not self.uses_buildx:
+            return f"{name}: the client {self.builder.describe()} has no buildx for multi-platform builds"
+        return ""
+
+    def assemble_index(self, ref: str, images: dict[str, str], log_path: Path) -> str:
+        """Tag ``ref`` as an OCI image index of ``images`` (platform -> local image ref,
+        each built for that platform) without rebuilding them: a multi-platform build
+        whose stage for each platform is ``FROM`` that image. Needs ``multi_platform()``.
+        Returns the index's image id. Raises ``BuildError``."""
+        with tempfile.TemporaryDirectory(prefix="stagecraft-index-") as tmp:
+            lines = [f"FROM {image} AS platform-{platform.replace('/', '-')}"
+                     for platform, image in sorted(images.items())]
+            # TARGETOS/TARGETARCH are BuildKit's automatic platform arguments; undeclared,
+            # they expand in FROM (a global `ARG TARGETARCH` would blank them).
+            lines.append("FROM platform-${TARGETOS}-${TARGETARCH}")
+            dockerfile = Path(tmp) / "Dockerfile"
+            dockerfile.write_text("\n".join(lines) + "\n")
+            return self.build(dockerfile, Path(tmp), log_path, Path(tmp) / "iid", {},
+                              extra_args=["--platform", ",".join(sorted(images)), "-t", ref])
 
     @property
     def uses_buildx(self) -> bool:

@@ -34,6 +34,8 @@ class ImageSpec:
     ``components`` maps it to the component entry (a dict with ``name``). ``chain`` lists
     the stages built, base first. ``tests`` are the testinfra suites of those stages and of
     the framework, in order, without repeats. ``where`` is the group's ``file:line``.
+    ``platforms`` are the OCI platforms the image is built for (``linux/arm64``); empty:
+    the host's (``platforms_of`` resolves it).
     """
 
     tag: str
@@ -44,6 +46,7 @@ class ImageSpec:
     chain: tuple[str, ...]
     tests: tuple[str, ...]
     where: str
+    platforms: tuple[str, ...] = ()
 
     @property
     def base(self) -> dict[str, Any]:
@@ -138,7 +141,7 @@ def expand(matrix: Matrix) -> list[ImageSpec]:
                                     f"{other_group!r}, {other_where})",
                                     "make the tag and alias templates unique"))
                 owner.setdefault(name, (tag, group.name, group.where))
-            for rule in compat.check(matrix, components):
+            for rule in compat.check(matrix, components, group.platforms):
                 problems.append(Problem(group.where, f"image {tag!r}: {rule}",
                                         "change the combination or the compatibility table"))
             for issue in kernels.problems(kernels.complete(components["framework"], components)):
@@ -152,7 +155,7 @@ def expand(matrix: Matrix) -> list[ImageSpec]:
             specs.append(ImageSpec(tag=tag, aliases=tuple(aliases), group=group.name,
                                    selection=tuple(combo.items()), components=components,
                                    chain=chain, tests=tuple(dict.fromkeys(tests)),
-                                   where=group.where))
+                                   where=group.where, platforms=group.platforms))
     if problems:
         raise InputError(problems)
     return specs

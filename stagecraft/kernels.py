@@ -61,6 +61,28 @@ def complete(framework: dict[str, Any], components: dict[str, dict[str, Any]]) -
     return sets
 
 
+def for_platform(sets: list[dict[str, Any]], platform: str) -> list[dict[str, Any]]:
+    """The sets an image for ``platform`` (``linux/arm64``; '' for the host's) carries:
+    a CPU set whose ``requires.arch`` names other CPUs is dropped (it could never be
+    chosen there). A set without ``arch`` stays."""
+    if not platform:
+        from .platforms import host_platform
+
+        platform = host_platform()
+    from .platforms import KNOWN
+
+    machine = KNOWN[platform].machine if platform in KNOWN else platform.rsplit("/", 1)[-1]
+    out = []
+    for ks in sets:
+        req = ks.get("requires")
+        arch = req.get("arch") if ks.get("device") == "cpu" and isinstance(req, dict) else None
+        allowed = [arch] if isinstance(arch, str) else list(arch or ())
+        if allowed and machine not in allowed:
+            continue
+        out.append(ks)
+    return out
+
+
 def problems(sets: list[dict[str, Any]]) -> list[str]:
     """Schema problems of completed kernel sets, each ``path: message``."""
     out = []

@@ -18,6 +18,7 @@ from typing import Any
 
 import jsonschema
 
+from . import platforms
 from .errors import InputError, Problem
 from .safetext import clip, cut
 from .yamlsrc import Locator, read_document
@@ -45,7 +46,8 @@ class Group:
 
     ``axes`` maps an axis (a component table) to the entry names it takes; ``None`` is
     an unset optional component. ``where`` is the group's ``file:line``,
-    ``exclude_where`` that of each ``exclude`` entry.
+    ``exclude_where`` that of each ``exclude`` entry. ``platforms`` are the OCI platforms
+    its images are built for (normalised, ``linux/arm64``); empty means the host's.
     """
 
     name: str
@@ -58,6 +60,7 @@ class Group:
     where: str
     index: int
     exclude_where: tuple[str, ...] = ()
+    platforms: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -242,9 +245,21 @@ def _reference_problems(data: Any, locate: Locator, root: Path, taint: _Taint) -
             bad(["components", "base", bname, "source"], f"base {bname!r} has source "
                 f"{src!r} but no {src!r} section", f"add components.base.{bname}.{src}")
 
+    def platform_problems(path: list, names: Any, owner: str) -> None:
+        for i, name in enumerate(_l(names)):
+            if platforms.normalise(str(name)) not in platforms.KNOWN:
+                bad(path + [i], f"{owner}: unknown platform {name!r}",
+                    f"one of: {', '.join(platforms.KNOWN)}")
+
+    for bname, base in tables.get("base", {}).items():
+        if taint.clean(("components", "base", bname)):
+            platform_problems(["components", "base", bname, "platforms"],
+                              base.get("platforms"), f"base {bname!r}")
     for fname, fw in tables.get("framework", {}).items():
         if not taint.clean(("components", "framework", fname)):
             continue
+        platform_problems(["components", "framework", fname, "build", "platforms"],
+                          _d(fw.get("build")).get("platforms"), f"framework {fname!r}")
         for i, rel in enumerate(fw.get("tests", [])):
             if not _exists(root, rel):
                 bad(["components", "framework", fname, "tests", i],
@@ -271,6 +286,7 @@ def _reference_problems(data: Any, locate: Locator, root: Path, taint: _Taint) -
             bad(gpath + ["name"], f"image group {gname!r} is defined twice (first at "
                 f"{locate(['images', named[gname]])})", "give each group its own name")
         named.setdefault(gname, gi)
+        platform_problems(gpath + ["platforms"], group.get("platforms"), f"image group {gname!r}")
         for i, sname in enumerate(group["chain"]):
             if sname not in stages:
                 bad(gpath + ["chain", i], f"image group {gname!r}: stage {sname!r} is not "
@@ -390,7 +406,8 @@ def _freeze(path: Path, root: Path, data: Any, locate: Locator, taint: _Taint) -
               tag=g["tag"], aliases=tuple(g.get("aliases", ())),
               where=locate(["images", i]), index=i,
               exclude_where=tuple(locate(["images", i, "exclude", e])
-                                  for e in range(len(g.get("exclude", ())))))
+                                  for e in range(len(g.get("exclude", ())))),
+              platforms=tuple(platforms.normalise(p) for p in g.get("platforms", ())))
         for i, g in enumerate(_l(data.get("images"))) if sound(g, i)
     )
     entrypoint = _d(data.get("entrypoint")) if taint.clean(("entrypoint",)) else {}

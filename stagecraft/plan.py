@@ -70,12 +70,14 @@ class StageNode:
 
 @dataclass(frozen=True)
 class ImagePlan:
-    """One image: its spec, the keys of its chain (base first, the label node last) and
-    the labels its label node applies."""
+    """One image on one platform: its spec, the keys of its chain (base first, the label
+    node last), the labels its label node applies, and the OCI ``platform`` it is built
+    for (``linux/arm64``). A tag built for several platforms has one ImagePlan each."""
 
     spec: ImageSpec
     keys: tuple[str, ...]
     labels: dict[str, str]
+    platform: str = ""
 
     @property
     def final_key(self) -> str:
@@ -132,23 +134,35 @@ def stage_key(stage: str, parent_identity: str, dockerfile: str,
 
 
 def make_plan(matrix: Matrix, specs: list[ImageSpec], bases: dict[str, BaseImage],
-              revision: str, created: str, repository: str | None = None) -> Plan:
-    """The stage graph for ``specs``.
+              revision: str, created: str, repository: str | None = None,
+              platforms: dict[str, tuple[str, ...]] | None = None) -> Plan:
+    """The stage graph for ``specs``, one chain per (image, platform).
 
-    ``bases`` maps a base component name to the ``BaseImage`` its images build on;
-    ``revision`` and ``created`` go into each tag's labels, with ``repository`` (default:
-    the matrix's) in its title. Raises ``InputError`` from rendering.
+    ``bases`` maps a base component name to the ``BaseImage`` its images build on, or
+    ``(name, platform)`` to the base of one platform; ``platforms`` maps a tag to the
+    platforms to build it for (default: one chain on its base's platform). The platform
+    reaches every key through the base's identity (a bootstrapped base is made per
+    Debian architecture; a pulled one names its platform), so each key is one
+    (stage, platform). ``revision`` and ``created`` go into each tag's labels, with
+    ``repository`` (default: the matrix's) in its title. Raises ``InputError`` from
+    rendering.
     """
     nodes: dict[str, StageNode] = {}
     images: list[ImagePlan] = []
     file_cache: dict[tuple[str, ...], tuple[CopiedFile, ...]] = {}
+    targets: list[tuple[ImageSpec, BaseImage]] = []
     for spec in specs:
-        base = bases[spec.base["name"]]
+        wanted = (platforms or {}).get(spec.tag)
+        if wanted:
+            targets += [(spec, bases[(spec.base["name"], p)]) for p in wanted]  # type: ignore[index]
+        else:
+            targets.append((spec, bases[spec.base["name"]]))
+    for spec, base in targets:
         parent_key: str | None = None
         parent_identity = base.identity
         parent_ref = base.ref
         keys: list[str] = []
-        for rs in render_stages(matrix, spec):
+        for rs in render_stages(matrix, spec, base.platform):
             files = file_cache.setdefault(rs.copies, hash_files(matrix.root, rs.copies))
             dockerfile = stage_dockerfile(rs, parent_ref)
             key = stage_key(rs.name, parent_identity, dockerfile, files)
@@ -163,8 +177,8 @@ def make_plan(matrix: Matrix, specs: list[ImageSpec], bases: dict[str, BaseImage
         nodes[key] = _with_tag(nodes.get(key) or StageNode(key, LABEL_STAGE, dockerfile, (),
                                                             parent_key, base), spec.tag)
         keys.append(key)
-        images.append(ImagePlan(spec, tuple(keys), labels))
-    used_bases = tuple({b.identity: b for b in (bases[s.base["name"]] for s in specs)}.values())
+        images.append(ImagePlan(spec, tuple(keys), labels, base.platform))
+    used_bases = tuple({b.identity: b for _, b in targets}.values())
     return Plan(nodes=nodes, images=tuple(images), bases=used_bases)
 
 
@@ -178,5 +192,5 @@ def _with_tag(node: StageNode, tag: str) -> StageNode:
 def full_dockerfile(matrix: Matrix, spec: ImageSpec, base: BaseImage,
                     revision: str, created: str) -> str:
     """The multi-stage Dockerfile of one tag, buildable by plain ``docker build``."""
-    return tag_dockerfile(matrix, spec, render_stages(matrix, spec), base.ref,
+    return tag_dockerfile(matrix, spec, render_stages(matrix, spec, base.platform), base.ref,
                           final_labels(matrix, spec, revision, created))

@@ -119,12 +119,14 @@ def _guard_context(value: Any, path: str, depth: int = 0) -> None:
             _guard_context(item, f"{path}.{i}", depth + 1)
 
 
-def image_manifest(matrix: Matrix, spec: ImageSpec) -> dict[str, Any]:
+def image_manifest(matrix: Matrix, spec: ImageSpec, platform: str = "") -> dict[str, Any]:
     """What the image says about itself at ``/etc/stagecraft/image.json``.
 
     Shape: ``{"schema": 1, "framework": {"name", "package", "version"}, "device",
     "components": {"cuda", "cudnn", "nccl", "min_driver", "min_driver_compat", ...},
     "kernel_sets": [...]}``. Tag-independent, so one runtime stage serves all aliases.
+    ``platform`` (``linux/arm64``; '' for the host's) drops the kernel sets whose
+    ``requires.arch`` excludes that platform's CPU.
     """
     fw = spec.framework
     comps: dict[str, str] = {"python": spec.base["python"],
@@ -140,20 +142,21 @@ def image_manifest(matrix: Matrix, spec: ImageSpec) -> dict[str, Any]:
     for lib in ("nccl", "tensorrt"):
         if accel and accel.get(lib):
             comps[lib] = str(accel[lib])
-    kernel_sets = kernels.complete(fw, spec.components)
+    kernel_sets = kernels.for_platform(kernels.complete(fw, spec.components), platform)
     return {"schema": 1,
             "framework": {"name": fw["name"], "package": fw["package"], "version": fw["version"]},
             "device": fw["device"], "components": comps, "kernel_sets": kernel_sets}
 
 
-def render_stages(matrix: Matrix, spec: ImageSpec) -> list[RenderedStage]:
-    """Render every stage of ``spec``'s chain, base first.
+def render_stages(matrix: Matrix, spec: ImageSpec, platform: str = "") -> list[RenderedStage]:
+    """Render every stage of ``spec``'s chain, base first, for ``platform`` ('' for the
+    host's; see ``image_manifest``).
 
     Raises ``InputError`` with ``templates/<file>:<line>`` when a template has a syntax
     error or reads a variable its stage does not get.
     """
     env = _environment(matrix)
-    manifest = json.dumps(image_manifest(matrix, spec), sort_keys=True, separators=(",", ":"))
+    manifest = json.dumps(image_manifest(matrix, spec, platform), sort_keys=True, separators=(",", ":"))
     # The manifest travels inside a single-quoted shell word: keep it free of quotes.
     manifest = manifest.replace("'", "\\u0027")
     out: list[RenderedStage] = []

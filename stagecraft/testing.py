@@ -23,6 +23,7 @@ from typing import Any
 from .engine import Engine
 from .expand import ImageSpec
 from .matrix import Matrix
+from .platforms import host_platform
 from .render import MANIFEST_PATH, image_manifest
 
 
@@ -39,23 +40,42 @@ class TestResult:
     suites: list[str]
     junit: str
     output_tail: str
+    platform: str = ""
 
 
-def expectations(matrix: Matrix, spec: ImageSpec, ref: str, image_id: str) -> dict[str, Any]:
-    """What the suites check the image against, all taken from the matrix."""
+def expectations(matrix: Matrix, spec: ImageSpec, ref: str, image_id: str,
+                 platform: str = "") -> dict[str, Any]:
+    """What the suites check the image against, all taken from the matrix; ``platform``
+    (``linux/arm64``) the image is for ('' for the host's)."""
     return {
         "tag": spec.tag,
         "ref": ref,
         "image_id": image_id,
+        "platform": platform or host_platform(),
         "repository": matrix.repository,
         "base": spec.base,
         "framework": spec.framework,
         "components": spec.components,
         "chain": list(spec.chain),
-        "manifest": image_manifest(matrix, spec),
+        "manifest": image_manifest(matrix, spec, platform),
         "manifest_path": MANIFEST_PATH,
         "entrypoint": matrix.entrypoint,
     }
+
+
+def combine(results: list[TestResult], image_id: str) -> TestResult:
+    """One result for a tag tested on several platforms (an index ``image_id``): passed
+    when every platform passed; counts and seconds summed; platforms comma-joined."""
+    counts: dict[str, int] = {}
+    for r in results:
+        for k, n in r.counts.items():
+            counts[k] = counts.get(k, 0) + n
+    failed = [r for r in results if not r.passed]
+    return TestResult(tag=results[0].tag, image_id=image_id, passed=not failed, counts=counts,
+                      seconds=sum(r.seconds for r in results), suites=results[0].suites,
+                      junit=",".join(r.junit for r in results),
+                      output_tail=(failed or results)[-1].output_tail,
+                      platform=",".join(r.platform for r in results))
 
 
 def record_path(state_dir: Path, image_id: str) -> Path:
@@ -82,22 +102,32 @@ def _counts(output: str) -> dict[str, int]:
     return counts
 
 
+def image_platform(attrs: dict[str, Any]) -> str:
+    """``os/arch`` of an image from ``docker image inspect`` (``linux/arm64``)."""
+    return f"{attrs.get('Os', 'linux')}/{attrs.get('Architecture', '')}"
+
+
 def run_suites(engine: Engine, matrix: Matrix, spec: ImageSpec, ref: str,
-               state_dir: Path, extra_args: list[str] | None = None) -> TestResult:
-    """Run ``spec``'s suites against image ``ref``; record and return the result."""
-    image_id = engine.image_id(ref) or ""
+               state_dir: Path, extra_args: list[str] | None = None,
+               image: str | None = None) -> TestResult:
+    """Run ``spec``'s suites against image ``ref`` (or ``image``, one platform's image
+    of the tag ``ref`` when it is an index); record and return the result. The image's
+    own platform decides the expectations (its kernel sets); another platform than the
+    host's runs under emulation."""
+    image_id = engine.image_id(image or ref) or ""
+    platform = image_platform(engine.inspect(image_id)) if image_id else ""
     suites = [str(matrix.root / t) for t in spec.tests]
     name = f"stagecraft-test-{spec.tag}-{uuid.uuid4().hex[:8]}"
     t0 = time.monotonic()
     reports = state_dir / "test-reports"
     reports.mkdir(parents=True, exist_ok=True)
-    junit = reports / f"{spec.tag}.xml"
+    junit = reports / f"{spec.tag}{'' if platform == host_platform() else '@' + platform.replace('/', '-')}.xml"
     container = engine.client.containers.run(
         image_id, command=["sleep", "infinity"], name=name, detach=True,
         labels={"io.stagecraft.test": spec.tag}, environment={"STAGECRAFT_QUIET": "1"})
     try:
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-            json.dump(expectations(matrix, spec, ref, image_id), f, sort_keys=True)
+            json.dump(expectations(matrix, spec, ref, image_id, platform), f, sort_keys=True)
             spec_file = f.name
         argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
                 f"--rootdir={matrix.root}", f"--hosts=docker://{container.id}",
@@ -111,8 +141,14 @@ def run_suites(engine: Engine, matrix: Matrix, spec: ImageSpec, ref: str,
     result = TestResult(tag=spec.tag, image_id=image_id, passed=proc.returncode == 0,
                         counts=_counts(output), seconds=time.monotonic() - t0,
                         suites=list(spec.tests), junit=str(junit),
-                        output_tail="\n".join(output.strip().splitlines()[-40:]))
-    rec = record_path(state_dir, image_id)
+                        output_tail="\n".join(output.strip().splitlines()[-40:]),
+                        platform=platform)
+    save_record(state_dir, result)
+    return result
+
+
+def save_record(state_dir: Path, result: TestResult) -> None:
+    """Record ``result`` under its image id (what publishing checks)."""
+    rec = record_path(state_dir, result.image_id)
     rec.parent.mkdir(parents=True, exist_ok=True)
     rec.write_text(json.dumps({**asdict(result), "recorded": time.time()}, indent=2))
-    return result

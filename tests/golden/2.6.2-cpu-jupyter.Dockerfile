@@ -1,4 +1,4 @@
-# stagecraft/paddle:2.6.2-cpu-jupyter, rendered by stagecraft from matrix.yaml (image group 'paddle-2.6-cpu').
+# stagecraft/paddle:2.6.2-cpu-jupyter, rendered by stagecraft from matrix.yaml (image group 'paddle-2.6-cpu-jupyter').
 # Build: DOCKER_BUILDKIT=1 docker build -f THIS_FILE -t stagecraft/paddle:2.6.2-cpu-jupyter [--secret id=pip-ca,src=CA_BUNDLE] PROJECT_DIR
 
 FROM docker.io/library/debian:bookworm-slim@sha256:7c7b2c966bc9ee8cedfeef67e0e279108992c77681fa595db4a9d65c06ccc587 AS base
@@ -216,7 +216,7 @@ HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
 # Under the probing entrypoint (from the runtime stage), so the server and the kernels it
 # starts inherit the environment of the chosen kernel set.
 CMD ["jupyter", "lab", "--ip=0.0.0.0", "--port=8888", "--no-browser", "--ServerApp.root_dir=/workspace"]
-LABEL io.stagecraft.matrix.group="paddle-2.6-cpu" \
+LABEL io.stagecraft.matrix.group="paddle-2.6-cpu-jupyter" \
       io.stagecraft.matrix.selection="base=debian12,framework=paddle-2.6.2-cpu,jupyter=lab4" \
       org.opencontainers.image.created="1970-01-01T00:00:00Z" \
       org.opencontainers.image.description="paddlepaddle 2.6.2 (cpu) on debian 12, Python 3.11" \

@@ -15,6 +15,20 @@ def test_os_release_matches_the_base(host, spec):
     assert base["codename"] in host.file("/etc/os-release").content_string, spec["tag"]
 
 
+def test_platform_is_the_one_built_for(host, spec, image_attrs):
+    """The image's config and the machine its programs run as (under emulation for
+    another platform than the host's) are the platform the tag was built for."""
+    from stagecraft.platforms import get
+
+    want = get(spec["platform"])
+    assert f"{image_attrs['Os']}/{image_attrs['Architecture']}" == want.name, (
+        f"{spec['tag']}: image is {image_attrs['Os']}/{image_attrs['Architecture']}, not {want.name}")
+    machine = host.check_output("uname -m")
+    assert machine == want.machine, f"{spec['tag']}: runs as {machine}, not {want.machine}"
+    arch = host.check_output("dpkg --print-architecture")
+    assert arch == want.deb, f"{spec['tag']}: dpkg architecture {arch}, not {want.deb}"
+
+
 def test_python_is_the_distros_own(host, spec):
     out = host.check_output("python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'")
     assert out == spec["base"]["python"], f"{spec['tag']}: python {out}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from stagecraft.platforms import host_platform
 from tests.integration.harness import SPECS, buildable_here, run_cli
 
 TAGS, SKIPPED = buildable_here()
@@ -19,7 +20,7 @@ def test_suites_pass(tag, built):
 
 
 def test_second_build_builds_nothing(built):
-    args = []
+    args = ["--platform", host_platform()]
     for tag in TAGS:
         args += ["--tag", tag]
     proc = run_cli(*args)

@@ -27,6 +27,7 @@ import docker
 import pytest
 import requests
 
+from stagecraft.platforms import host_platform
 from tests.integration.harness import ROOT, run_cli
 
 pytestmark = [pytest.mark.docker]
@@ -169,7 +170,7 @@ def _cli(*args: str, state: Path, env: dict[str, str] | None = None, timeout: fl
 @pytest.fixture(scope="session")
 def paddle(client, state) -> str:
     """2.6.2-cpu built as `stagecraft-pubtest/paddle:2.6.2-cpu` and tested; its image id."""
-    proc = _cli("--tag", TAG, "--test", "--json", state=state)
+    proc = _cli("--tag", TAG, "--platform", host_platform(), "--test", "--json", state=state)
     assert proc.returncode == 0, f"build/test of {TAG} failed:\n{proc.stderr[-3000:]}"
     image_id = client.images.get(f"{REPO}:{TAG}").id
     record = json.loads((state / "test-records" / f"{image_id.replace(':', '-')}.json").read_text())
@@ -334,7 +335,8 @@ def test_build_push_with_credentials_from_docker_config(paddle, auth_registry, s
     """`--push` on a build: tests run, then the push, authenticated from DOCKER_CONFIG
     (both the daemon's push and the HTTP API verification); the password is nowhere."""
     env = _docker_config(tmp_path / "docker", auth_registry.host, PASSWORD)
-    proc = _cli("--tag", TAG, "--push", "--registry", auth_registry.host, "--json",
+    proc = _cli("--tag", TAG, "--platform", host_platform(), "--push", "--registry",
+                auth_registry.host, "--json",
                 state=state, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)

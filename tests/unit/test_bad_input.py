@@ -153,6 +153,10 @@ MATRIX_CASES = [
     ("exclude-matches-nothing", "      framework: [six-1, six-2]\n    tag: \"{{",
      "      framework: [six-1]\n    exclude: [{base: deb12, framework: six-1}, {framework: six-2}]\n    tag: \"{{",
      "exclude entry framework=six-2 matches no combination", "exclude:"),
+    ("unknown-platform", "    tag: \"{{", "    platforms: [linux/amd64, linux/mips]\n    tag: \"{{",
+     "image group 'six': unknown platform 'linux/mips'; one of: linux/amd64, linux/arm64", "linux/mips"),
+    ("platform-not-os-arch", "    tag: \"{{", "    platforms: [arm64-linux]\n    tag: \"{{",
+     "'arm64-linux' is not of the expected form", "arm64-linux"),
 ]
 
 CLI_CASES = [
@@ -174,6 +178,10 @@ CLI_CASES = [
     ("command-after-options", ["--all", "plan"], "`plan` must come before its options"),
     ("option-of-another-command", ["--tag", "1.16.0-cpu", "--format", "github"],
      "unrecognized arguments: --format"),
+    ("unknown-platform-option", ["--tag", "1.16.0-cpu", "--platform", "linux/mips"],
+     "--platform linux/mips: unknown platform; one of: linux/amd64, linux/arm64"),
+    ("platform-the-image-lacks", ["--tag", "1.16.0-cpu", "--platform", "linux/s390x"],
+     "--platform linux/s390x: 1.16.0-cpu is built for"),
 ]
 
 

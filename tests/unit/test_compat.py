@@ -30,6 +30,13 @@ CASES = [
      "device-needs-cuda: paddle-2.6.0-gpu is an NVIDIA build"),
     ("python-without-wheel", "      base: [debian12]\n      framework: [paddle-2.6.2-cpu]",
      "      base: [debian13]\n      framework: [paddle-2.6.2-cpu]", "framework-python: paddle-2.6.2-cpu has builds for Python"),
+    # PyPI has no aarch64 wheel of 3.3.1: asking for one is refused at load time.
+    ("3.3.1-on-arm64", "  - name: paddle-3-cpu\n    chain: [base, runtime]\n",
+     "  - name: paddle-3-cpu\n    chain: [base, runtime]\n    platforms: [linux/amd64, linux/arm64]\n",
+     "framework-platform: paddle-3.3.1-cpu has builds for linux/amd64, not linux/arm64"),
+    ("gpu-wheel-on-arm64", "framework: [paddle-3.2.0-gpu-cu126]\n",
+     "framework: [paddle-3.2.0-gpu-cu126]\n    platforms: [linux/arm64]\n",
+     "framework-platform: paddle-3.2.0-gpu-cu126 has builds for linux/amd64, not linux/arm64"),
 ]
 
 

@@ -22,15 +22,24 @@ SPECS = expand(MATRIX)
 UPDATE = os.environ.get("STAGECRAFT_UPDATE_GOLDEN") == "1"
 
 
-def rendered(spec) -> str:
-    base = base_image(spec.base, "pull" if "pull" in spec.base else None)
+# One golden file per (tag, platform): TAG.Dockerfile for linux/amd64 (also the platform of
+# a group that declares none), TAG@linux-arm64.Dockerfile for each other declared one.
+CASES = [(s, p) for s in SPECS for p in (s.platforms or ("linux/amd64",))]
+
+
+def golden_name(tag: str, platform: str) -> str:
+    return f"{tag}.Dockerfile" if platform == "linux/amd64" else f"{tag}@{platform.replace('/', '-')}.Dockerfile"
+
+
+def rendered(spec, platform: str = "linux/amd64") -> str:
+    base = base_image(spec.base, "pull" if "pull" in spec.base else None, platform)
     return full_dockerfile(MATRIX, spec, base, "0" * 40, "1970-01-01T00:00:00Z")
 
 
-@pytest.mark.parametrize("spec", SPECS, ids=[s.tag for s in SPECS])
-def test_rendered_dockerfile_matches_golden(spec):
-    path = GOLDEN / f"{spec.tag}.Dockerfile"
-    text = rendered(spec)
+@pytest.mark.parametrize(("spec", "platform"), CASES, ids=[f"{s.tag}@{p}" for s, p in CASES])
+def test_rendered_dockerfile_matches_golden(spec, platform):
+    path = GOLDEN / golden_name(spec.tag, platform)
+    text = rendered(spec, platform)
     if UPDATE:
         GOLDEN.mkdir(exist_ok=True)
         path.write_text(text)
@@ -39,7 +48,7 @@ def test_rendered_dockerfile_matches_golden(spec):
 
 
 def test_no_stale_golden_files():
-    expected = {f"{s.tag}.Dockerfile" for s in SPECS}
+    expected = {golden_name(s.tag, p) for s, p in CASES}
     present = {p.name for p in GOLDEN.glob("*.Dockerfile")}
     if UPDATE:  # `make golden` removes the files of tags that left the matrix
         for name in present - expected:
