@@ -43,7 +43,8 @@ def project(tmp_path: Path) -> Path:
 
 def test_wanted_covers_every_base_stage_and_requirement_set(matrix):
     want = lockfile.wanted(matrix, expand(matrix))
-    assert set(want["debian"]) == {"debian debian12 linux/amd64", "debian debian13 linux/amd64"}
+    assert set(want["debian"]) == {"debian debian12 linux/amd64", "debian debian12 linux/arm64",
+                                   "debian debian13 linux/amd64"}
     assert want["debian"]["debian debian12 linux/amd64"]["stages"]["base"] == sorted(
         f"{p}={s['version']}" for p, s in matrix.components["base"]["debian12"]["apt"].items())
     py = want["python"]
