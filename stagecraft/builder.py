@@ -9,6 +9,8 @@ from the stages that finished (their images are named by key).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -25,6 +27,7 @@ from .cabundle import SECRET_ID, CABundle
 from .engine import Engine
 from .errors import BuildError
 from .plan import Plan, StageNode
+from .tagging import TagJournal, apply_tags
 
 # Engine-side transport failures that say nothing about the Dockerfile; BuildKit reports
 # them under load (moby/buildkit#4305, docker/buildx#2064). Such a build is tried again.
@@ -86,7 +89,8 @@ class BuildReport:
 @dataclass(frozen=True)
 class BuildOptions:
     """``repository`` for final tags; ``state_dir`` for logs and contexts; ``jobs``
-    stages at once; ``ca_bundle`` given to builds as a secret."""
+    stages at once; ``ca_bundle`` given to builds as a secret; ``journal`` records what
+    the tag phase did to names (for the message of a run that ends early)."""
 
     repository: str
     state_dir: Path
@@ -94,6 +98,7 @@ class BuildOptions:
     ca_bundle: CABundle | None = None
     cache_from: cache.CacheSpec | None = None
     cache_to: cache.CacheSpec | None = None
+    journal: TagJournal | None = None
 
 
 def _proxy_args() -> dict[str, str]:
@@ -117,7 +122,8 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
     """Build every node of ``plan`` that is not built yet, then tag the images.
 
     ``say`` receives progress lines (for stderr). Raises ``InputError``/``BuildError``
-    only for problems before any stage (bases); stage failures are in the report.
+    only for problems before any stage (bases), and ``BuildError`` when tagging fails
+    (every name put back: ``tagging.apply_tags``); stage failures are in the report.
     """
     start = time.monotonic()
     report = BuildReport()
@@ -211,6 +217,7 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
         raise
     pool.shutdown(wait=True)
     by_tag: dict[str, list] = {}
+    moves: list[tuple[str, str]] = []
     for img in plan.images:
         by_tag.setdefault(img.spec.tag, []).append(img)
     for tag, imgs in by_tag.items():
@@ -235,18 +242,22 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
                 image_id = report.stages[imgs[0].final_key].image_id
             else:
                 say(f"{tag}: OCI image index of {', '.join(i.platform for i in imgs)}")
-                image_id = engine.assemble_index(
-                    ref, {i.platform: plan.nodes[i.final_key].image_ref for i in imgs},
-                    logs / f"index-{tag}.log")
-            for name in spec.names:
-                engine.tag(image_id, f"{opts.repository}:{name}")
+                # Named by its parts, not by the tag: the tag moves with the others below.
+                parts = {i.platform: plan.nodes[i.final_key].image_ref for i in imgs}
+                digest = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+                image_id = engine.assemble_index(f"stagecraft-stage/index:{digest[:24]}", parts,
+                                                 logs / f"index-{tag}.log")
         except BuildError as exc:
             res.error = str(exc)
             say(f"  {tag} FAILED: {exc}")
             report.images.append(res)
             continue
+        moves += [(f"{opts.repository}:{name}", image_id) for name in spec.names]
         res.status, res.image_id = "built", image_id
         res.size = sum(p["size"] for p in res.platforms.values())
         report.images.append(res)
+    # Every name of the run at once, or none (signals held, names put back on failure).
+    apply_tags(engine, moves, opts.journal or TagJournal(),
+               sum(i.status == "built" for i in report.images), say)
     report.seconds = time.monotonic() - start
     return report

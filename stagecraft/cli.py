@@ -49,6 +49,7 @@ from .bases import BaseImage, base_image
 from .errors import EXIT_FAILED, EXIT_INPUT, EXIT_OK, BuildError, InputError
 from .expand import ImageSpec, expand, resolve
 from .matrix import Matrix, load_matrix
+from .tagging import TagJournal
 
 
 @dataclass(frozen=True)
@@ -470,7 +471,7 @@ def cmd_build(args: argparse.Namespace) -> int:
          f"{f'{bundle.path} ({bundle.origin})' if bundle else 'none'}")
     report = build_plan(engine, plan, matrix.root,
                         BuildOptions(repository, _state_dir(matrix, args), args.jobs, bundle,
-                                     cache_from, cache_to), _say)
+                                     cache_from, cache_to, args.journal), _say)
     tests: dict[str, Any] = {}
     if args.test:
         from .testing import combine, run_suites, save_record
@@ -598,8 +599,9 @@ def _push(engine: Any, matrix: Matrix, chosen: list[ImageSpec], args: argparse.N
         run = publish(daemon, candidates, registry, repository, state, _say,
                       RetryPolicy(attempts=args.retries + 1))
     except KeyboardInterrupt:
+        local = (f"; locally, {args.journal.summary()}" if args.journal.state == "done" else "")
         print("interrupted: layers already uploaded stay in the registry and no alias was "
-              "moved; run push again to resume", file=sys.stderr)
+              f"moved; run push again to resume{local}", file=sys.stderr)
         raise SystemExit(130) from None
     _say(f"\n{'reference':<56} {'digest':<20} {'in registry':>11}  test record")
     for img in run.images:
@@ -853,6 +855,7 @@ def _check_repository(repository: str | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``build.py``; returns the exit status."""
     args = _parse(sys.argv[1:] if argv is None else list(argv))
+    args.journal = TagJournal()  # what the run did to tags, whenever it ends
     try:
         signal.signal(signal.SIGTERM, _terminate)  # a supervisor's stop is handled as Ctrl-C
     except ValueError:  # not the main thread (embedded use): leave signals alone
@@ -868,8 +871,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"failed: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
-        print("interrupted: no tag was moved; the next run resumes from the stages that "
-              "finished", file=sys.stderr)
+        print(args.journal.interrupted(), file=sys.stderr)
         return 130
     except OSError as exc:  # a path given on the command line, the state directory, ...
         print(f"failed: {exc.filename or ''}: {exc.strerror or exc}; check the path and "

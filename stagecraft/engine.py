@@ -140,6 +140,16 @@ class Engine:
         if not self.client.api.tag(image_id, repo, tag, force=True):
             raise BuildError(f"could not tag {image_id[:19]} as {ref}")
 
+    def untag(self, ref: str) -> None:
+        """Remove the name ``ref`` (``docker rmi --no-prune``: the image stays while
+        another name, such as its stage key, holds it). A name already gone is fine."""
+        try:
+            self.client.api.remove_image(ref, noprune=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.DockerException as exc:
+            raise BuildError(f"cannot remove the name {ref}: {_short(exc)}") from None
+
     def pull(self, ref: str) -> str:
         """Pull ``ref`` (pinned by digest); returns the image id. Raises BuildError."""
         try:

@@ -31,8 +31,15 @@ def six_project(project, client):
     are removed afterwards (stage images stay, as a user's would)."""
     path = project(MINIMAL.replace("repository: example/fw", f"repository: {REPO}"))
     yield path
-    for image in client.images.list(name=REPO):
+    _remove_repository(client, REPO)
+
+
+def _remove_repository(client, repo: str) -> None:
+    """Remove every tag of ``repo`` (one another test run may be removing too)."""
+    for image in client.images.list(name=repo):
         for tag in image.tags:
+            if tag.rsplit(":", 1)[0] != repo:
+                continue
             try:
                 client.images.remove(tag, noprune=True)
             except docker.errors.ImageNotFound:  # another run on this engine removed it
@@ -197,3 +204,91 @@ def test_labels_carry_the_matrix_text_exactly(six_project, client):
     for key in ("org.opencontainers.image.vendor", "org.opencontainers.image.source",
                 "org.opencontainers.image.description", "io.stagecraft.matrix.selection"):
         assert got[key] == meant[key], key
+
+
+def _names_state(client, refs: list[str]) -> dict[str, str | None]:
+    return {ref: _image_id(client, ref) for ref in refs}
+
+
+def _set_names(client, state: dict[str, str | None]) -> None:
+    for ref, image_id in state.items():
+        repo, tag = ref.rsplit(":", 1)
+        if image_id is None:
+            if _image_id(client, ref):
+                client.api.remove_image(ref, noprune=True)
+        else:
+            client.api.tag(image_id, repo, tag, force=True)
+
+
+@pytest.fixture
+def tags_project(project, client):
+    """The six project under a repository of its own (other runs on this engine use
+    stagecraft-it/six at the same time): (matrix path, repository)."""
+    repo = f"stagecraft-it/six-tags-{uuid.uuid4().hex[:8]}"
+    aliases = ", ".join(['"{{ framework.version }}"'] +
+                        [f'"{{{{ framework.version }}}}-a{i}"' for i in range(75)])
+    text = (MINIMAL.replace("repository: example/fw", f"repository: {repo}")
+            .replace('aliases: ["{{ framework.version }}"]', f"aliases: [{aliases}]"))
+    yield project(text), repo
+    _remove_repository(client, repo)
+
+
+def test_tag_phase_is_all_or_nothing_under_signals(tags_project, client):
+    """Interrupt `--all` (two images, 77 names each) at many instants around and inside
+    the tag phase: afterwards either every name points at its new image or every name is
+    as it was (moved back to its old image, or absent again), and the last line says
+    which (issue 13, item 2)."""
+    six_project, repo = tags_project
+    first = _cli(six_project, "--all", "--json")
+    assert first.returncode == 0, first.stderr[-3000:]
+    images = json.loads(first.stdout)["images"]
+    new = {f"{repo}:{n}": i["image_id"] for i in images for n in [i["tag"], *i["aliases"]]}
+    assert len(new) == 154
+    ids = sorted({*new.values()})
+    # Before each try: even names point at the other image, odd names do not exist.
+    old = {ref: (ids[1] if image_id == ids[0] else ids[0]) if k % 2 == 0 else None
+           for k, (ref, image_id) in enumerate(new.items())}
+
+    def run(delay: float, sig: int) -> tuple[int, str, float]:
+        _set_names(client, old)
+        proc = subprocess.Popen([sys.executable, str(ROOT / "build.py"), "--matrix", str(six_project),
+                                 "--all"], cwd=six_project.parent, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        err = ""
+        while "tagging 154 name(s)" not in err:
+            line = proc.stderr.readline()
+            assert line, f"the run ended before its tag phase: {err[-2000:]}"
+            err += line
+        t0 = time.monotonic()
+        try:
+            proc.wait(timeout=delay)  # (stderr is not read meanwhile: the phase writes little)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(sig)
+        err += proc.communicate(timeout=120)[1]
+        return proc.returncode, err, time.monotonic() - t0
+
+    rc, err, phase = run(30.0, signal.SIGINT)  # not interrupted: how long the phase lasts
+    assert rc == 0, err[-2000:]
+    outcomes = []
+    delays = [phase * f for f in (0, 0.1, 0.25, 0.4, 0.55, 0.7, 0.85, 1.0, 2.0)]
+    for k, delay in enumerate(delays):
+        sig = signal.SIGTERM if k % 4 == 3 else signal.SIGINT
+        rc, err, _ = run(delay, sig)
+        assert "Traceback" not in err, err[-2000:]
+        last = err.strip().splitlines()[-1]
+        now = _names_state(client, list(new))
+        moved = [ref for ref in new if now[ref] == new[ref]]
+        if len(moved) == len(new):
+            outcomes.append("all")
+            # Finished (the signal came after, or killed the interpreter on its way out,
+            # -sig), or stopped after the tag phase, saying so.
+            assert (rc in (0, -sig) and "interrupted" not in last) or (rc == 130 and last.startswith(
+                "interrupted after tagging: every tag of the run was moved (154 name(s)")), (delay, rc, last)
+        else:
+            outcomes.append("none")
+            assert now == old, (f"delay {delay:.3f}s: {len(moved)} of {len(new)} names moved, "
+                                f"the others not; last line: {last}")
+            assert rc == 130 and last.startswith("interrupted: no tag was moved"), (delay, rc, last)
+            if "put back" in last:
+                outcomes[-1] = "put back"
+    assert "put back" in outcomes, f"no interrupt fell inside the tag phase: {outcomes} ({phase:.3f} s)"
