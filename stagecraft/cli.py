@@ -49,6 +49,7 @@ from .bases import BaseImage, base_image
 from .errors import EXIT_FAILED, EXIT_INPUT, EXIT_OK, BuildError, InputError
 from .expand import ImageSpec, expand, resolve
 from .matrix import Matrix, load_matrix
+from .safetext import one_line
 from .tagging import TagJournal
 
 
@@ -64,6 +65,7 @@ class Command:
 
 
 COMMANDS: dict[str, Command] = {}
+MAX_TAG = 128  # characters of a Docker tag (the reference grammar of distribution/reference)
 DEFAULT_COMMAND = "build"
 
 
@@ -80,7 +82,7 @@ def command(name: str, summary: str, *options: Callable[[argparse.ArgumentParser
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, exit 2
-        self.exit(EXIT_INPUT, f"{self.prog}: {_clip(message, 300)}; see {self.prog} --help\n")
+        self.exit(EXIT_INPUT, f"{self.prog}: {_clip(message, 500)}; see {self.prog} --help\n")
 
 
 # Option groups: each adds a few related options; a command lists the groups it takes.
@@ -305,6 +307,9 @@ def _select(specs: list[ImageSpec], args: argparse.Namespace, default_all: bool)
                              "pass --tag TAG (see --list) or --all")
     chosen: dict[str, ImageSpec] = {}
     for q in queries:
+        if len(q) > MAX_TAG:  # Docker's own limit; no tag or alias can match
+            raise InputError.one(f"--tag {_clip(q)}", f"longer than {MAX_TAG} characters, "
+                                 "the most a Docker tag has", "pass a tag from --list")
         spec = resolve(specs, q)
         chosen[spec.tag] = spec
     return list(chosen.values())
@@ -364,7 +369,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     text = full_dockerfile(matrix, spec, base, sourceinfo.revision(matrix.root),
                            sourceinfo.created(matrix.root))
     if args.output:
-        Path(args.output).write_text(text)
+        _write_output("-o", args.output, text)
         _say(f"wrote {args.output}")
     else:
         sys.stdout.write(text)
@@ -423,7 +428,40 @@ def _show_plan(matrix: Matrix, chosen: list[ImageSpec], args: argparse.Namespace
 
 
 def _state_dir(matrix: Matrix, args: argparse.Namespace) -> Path:
-    return Path(args.state_dir) if args.state_dir else matrix.root / ".stagecraft"
+    """The state directory (``--state-dir``, default ``.stagecraft/`` beside the matrix),
+    created when missing. Raises ``InputError`` when it is not a writable directory, so
+    a bad one is refused before the run starts, not at its first log."""
+    path = Path(args.state_dir) if args.state_dir else matrix.root / ".stagecraft"
+    where = f"--state-dir {_clip(str(path))}" if args.state_dir else str(path)
+    if path.exists() and not path.is_dir():
+        raise InputError.one(where, "exists and is not a directory",
+                             "pass a directory for logs and test records (made when missing)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError.one(where, f"cannot create it ({exc.strerror or exc})",
+                             "pass a directory you can write") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise InputError.one(where, "not writable", "pass a directory you can write")
+    return path
+
+
+def _write_output(option: str, path: str, text: str) -> None:
+    """Write ``text`` to the file the user named with ``option`` (``-o``). Raises
+    ``InputError`` (exit 2) when it cannot be written there: the path is the user's."""
+    target = Path(path)
+    where = f"{option} {_clip(path)}"
+    parent = target.parent
+    if not parent.is_dir():
+        raise InputError.one(where, f"directory {_clip(str(parent))} does not exist",
+                             "create it first or write elsewhere")
+    if target.is_dir():
+        raise InputError.one(where, "is a directory", "name a file")
+    try:
+        target.write_text(text)
+    except OSError as exc:
+        raise InputError.one(where, f"cannot write ({exc.strerror or exc})",
+                             "check the path and its permissions") from None
 
 
 @command("build", "build images (the default command: build.py --tag T)", _selection,
@@ -440,6 +478,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     chosen = _select(specs, args, default_all=False)
     if args.jobs < 1:
         raise InputError.one(f"--jobs {args.jobs}", "must be at least 1", "pass --jobs 1 or more")
+    sourceinfo.created(matrix.root)  # a malformed SOURCE_DATE_EPOCH stops here, before any work
+    if not args.dry_run:
+        _state_dir(matrix, args)
     bundle = find_ca_bundle(args.ca_bundle, args.no_ca_bundle)
     from . import cache
 
@@ -546,6 +587,7 @@ def cmd_test(args: argparse.Namespace) -> int:
 
     matrix, specs = _load(args)
     chosen = _select(specs, args, default_all=False)
+    _state_dir(matrix, args)
     engine = Engine()
     repository = args.repository or matrix.repository
     results = []
@@ -624,6 +666,7 @@ def cmd_push(args: argparse.Namespace) -> int:
 
     matrix, specs = _load(args)
     chosen = _select(specs, args, default_all=False)
+    _state_dir(matrix, args)
     repository = args.repository or matrix.repository
     run = _push(Engine(), matrix, chosen, args, repository)
     if args.json:
@@ -673,7 +716,7 @@ def cmd_bake(args: argparse.Namespace) -> int:
                     parse_bake_cache(args.cache))
     text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
     if args.output:
-        Path(args.output).write_text(text)
+        _write_output("-o", args.output, text)
         _say(f"wrote {args.output}: {len(doc['target'])} targets, "
              f"{len(doc['group']['default']['targets'])} tagged")
     else:
@@ -848,7 +891,7 @@ def _check_repository(repository: str | None) -> None:
 
     pattern = _schema()["$defs"]["repository"]["pattern"]
     if repository is not None and not re.fullmatch(pattern, repository):
-        raise InputError.one(f"--repository {repository}", "not a valid repository name",
+        raise InputError.one(f"--repository {_clip(repository)}", "not a valid repository name",
                              "lowercase path components like team/paddle, no tag")
 
 
@@ -868,14 +911,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {problem.line()}", file=sys.stderr)
         return EXIT_INPUT
     except BuildError as exc:
-        print(f"failed: {exc}", file=sys.stderr)
+        print(one_line(f"failed: {exc}"), file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
         print(args.journal.interrupted(), file=sys.stderr)
         return 130
     except OSError as exc:  # a path given on the command line, the state directory, ...
-        print(f"failed: {exc.filename or ''}: {exc.strerror or exc}; check the path and "
-              "its permissions", file=sys.stderr)
+        print(one_line(f"failed: {exc.filename or ''}: {exc.strerror or exc}; check the path "
+                       "and its permissions"), file=sys.stderr)
         return EXIT_FAILED
     except Exception as exc:  # noqa: BLE001 - last resort: one line, never a traceback
         print(f"failed: internal error {type(exc).__name__}: {str(exc)[:300]}; please report "

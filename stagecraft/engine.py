@@ -24,6 +24,7 @@ import docker.errors
 
 from .errors import BuildError, InputError
 
+VERSION_RE = re.compile(r"^\d+\.\d+")  # what `docker version --format {{.Client.Version}}` prints
 STEP_RE = re.compile(r"^#\d+ \[([^\]]+)\] (.*)$")
 
 
@@ -68,10 +69,16 @@ def detect_builder() -> Builder:
     Raises ``InputError`` (exit 2) with what to do when none does.
     """
     tried = []
+    forced = os.environ.get("STAGECRAFT_DOCKER")
     for client in _clients():
         try:
             version = _run([client, "version", "--format", "{{.Client.Version}}"]).stdout.strip()
-            if _run([client, "buildx", "version"]).returncode == 0:
+            if not VERSION_RE.match(version):  # /bin/true, a script, another tool: not docker
+                tried.append(f"{client} (does not answer `version` as a docker client: "
+                             f"{version[:60]!r})")
+                continue
+            buildx = _run([client, "buildx", "version"])
+            if buildx.returncode == 0 and "buildx" in buildx.stdout:
                 return Builder(client, ("buildx", "build", "--load"), (), version)
             major = int(version.split(".")[0]) if version[:1].isdigit() else 0
             if 18 <= major < 23:
@@ -79,6 +86,11 @@ def detect_builder() -> Builder:
             tried.append(f"{client} {version or '?'} (no buildx plugin)")
         except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
             tried.append(f"{client} ({exc})")
+    if forced:
+        raise InputError.one(f"STAGECRAFT_DOCKER={forced[:200]}", "not a docker client that "
+                             f"builds with BuildKit ({'; '.join(tried)})",
+                             "name a docker CLI with the buildx plugin (or one older than 23), "
+                             "or unset it to search PATH")
     raise InputError.one("docker", "no docker client here can build with BuildKit"
                          + (f" (tried {', '.join(tried)})" if tried else " (none on PATH)"),
                          "install the buildx plugin (docker-buildx-plugin), or a docker CLI < 23")
@@ -91,11 +103,17 @@ class Engine:
     """
 
     def __init__(self, builder: Builder | None = None):
+        host = os.environ.get("DOCKER_HOST")
+        where = f"DOCKER_HOST={host[:200]}" if host else "docker"
         try:
             self.client = docker.from_env(timeout=600)
             self.client.ping()
-        except docker.errors.DockerException as exc:
-            raise InputError.one("docker", f"no Docker engine answers ({_short(exc)})",
+        except (docker.errors.DockerException, OSError, ValueError) as exc:
+            if isinstance(exc, ValueError) or "bind address" in str(exc):  # cannot be parsed
+                raise InputError.one(where, f"not a Docker engine address ({_short(exc)})",
+                                     "unset it, or give unix:///var/run/docker.sock or "
+                                     "tcp://HOST:PORT") from None
+            raise InputError.one(where, f"no Docker engine answers ({_short(exc)})",
                                  "run `make setup` (starts one as root) or start the daemon") from None
         self._builder = builder
         self._running: set[subprocess.Popen] = set()

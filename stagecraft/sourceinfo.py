@@ -8,9 +8,12 @@ See https://reproducible-builds.org/docs/source-date-epoch/
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
+
+from .errors import InputError
 
 
 def _git(root: Path, *args: str) -> str:
@@ -32,11 +35,27 @@ def revision(root: Path) -> str:
     return f"{rev}+dirty" if dirty else rev
 
 
+# The latest time RFC 3339 (four-digit years) can write: 9999-12-31T23:59:59Z.
+MAX_EPOCH = 253402300799
+
+
 def created(root: Path) -> str:
-    """RFC 3339 UTC time: ``SOURCE_DATE_EPOCH``, else the HEAD commit time, else epoch 0."""
-    epoch = os.environ.get("SOURCE_DATE_EPOCH") or _git(root, "log", "-1", "--format=%ct")
-    try:
-        seconds = int(epoch)
-    except ValueError:
-        seconds = 0
+    """RFC 3339 UTC time: ``SOURCE_DATE_EPOCH``, else the HEAD commit time, else epoch 0.
+
+    ``SOURCE_DATE_EPOCH`` must be what ``date +%s`` prints (ASCII digits, seconds since
+    1970-01-01 UTC; the specification asks builds to stop on a malformed value):
+    anything else raises ``InputError`` instead of silently becoming 1970.
+    """
+    value = os.environ.get("SOURCE_DATE_EPOCH")
+    if value is not None and value != "":
+        if not re.fullmatch(r"[0-9]{1,12}", value) or int(value) > MAX_EPOCH:
+            shown = value if len(value) <= 40 else value[:40] + "..."
+            raise InputError.one(f"SOURCE_DATE_EPOCH={shown!r}",
+                                 "not a Unix time in whole seconds up to year 9999",
+                                 "set it to the output of `date +%s` or "
+                                 "`git log -1 --format=%ct`, or unset it")
+        seconds = int(value)
+    else:
+        commit = _git(root, "log", "-1", "--format=%ct")
+        seconds = int(commit) if commit.isdigit() else 0
     return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

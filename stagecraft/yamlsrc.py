@@ -12,6 +12,8 @@ the number of values once aliases are expanded, the length of a string.
 from __future__ import annotations
 
 import math
+import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -239,7 +241,13 @@ def _measure(root: yaml.Node, where: str) -> None:
 
 def _read_text(path: Path, where: str) -> str:
     try:
-        with open(path, "rb") as fh:
+        # O_NONBLOCK: opening a FIFO for reading would wait for a writer forever; fstat
+        # then refuses whatever is not a regular file (FIFO, device, directory).
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with open(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise InputError.one(where, "not a regular file (a FIFO, device or directory)",
+                                     "pass the path of a matrix file")
             raw = fh.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise InputError.one(where, "file not found", "pass an existing matrix file with --matrix") from None

@@ -386,3 +386,74 @@ def test_bad_template(case, project, capsys, monkeypatch):
     code, err = _run(["render", "1.16.0-cpu"], capsys)
     assert code == 2, f"{name}: exit {code}, stderr {err}"
     assert len(err) == 1 and err[0].startswith("error: templates/") and fragment in err[0], err
+
+
+# The run side (issue 13, items 4-6): the environment, paths and values of the command
+# line that the run reads. Each is refused with one line and exit 2 before the engine is
+# asked anything (DOCKER_HOST points at nothing, so a case that got that far would fail
+# with "no Docker engine answers" instead), and what is echoed is bounded.
+# (id, environment, argv, fragment); {tmp} is a scratch directory holding notpem.txt.
+RUN_CASES = [
+    ("docker-host-garbage", {"DOCKER_HOST": "::::garbage"}, ["--tag", "1.16.0-cpu"],
+     "DOCKER_HOST=::::garbage: not a Docker engine address"),
+    ("source-date-epoch-huge", {"SOURCE_DATE_EPOCH": "99999999999999999"}, ["--tag", "1.16.0-cpu"],
+     "SOURCE_DATE_EPOCH='99999999999999999': not a Unix time"),
+    ("source-date-epoch-huge-render", {"SOURCE_DATE_EPOCH": "99999999999999999"},
+     ["render", "1.16.0-cpu"], "not a Unix time in whole seconds"),
+    ("source-date-epoch-word", {"SOURCE_DATE_EPOCH": "yesterday"}, ["render", "1.16.0-cpu"],
+     "SOURCE_DATE_EPOCH='yesterday': not a Unix time"),
+    ("render-output-dir-missing", {}, ["render", "1.16.0-cpu", "-o", "/nonexistent/dir/x"],
+     "-o /nonexistent/dir/x: directory /nonexistent/dir does not exist"),
+    ("render-output-is-dir", {}, ["render", "1.16.0-cpu", "-o", "{tmp}"], "is a directory"),
+    ("state-dir-is-a-file", {}, ["--tag", "1.16.0-cpu", "--state-dir", "/etc/hostname"],
+     "--state-dir /etc/hostname: exists and is not a directory"),
+    ("state-dir-uncreatable", {}, ["test", "--tag", "1.16.0-cpu", "--state-dir", "/proc/1/x/y"],
+     "--state-dir /proc/1/x/y: cannot create it"),
+    ("ca-bundle-not-pem", {}, ["--tag", "1.16.0-cpu", "--ca-bundle", "{tmp}/notpem.txt"],
+     "not a PEM CA bundle"),
+    ("ca-bundle-env-not-pem", {"STAGECRAFT_CA_BUNDLE": "{tmp}/notpem.txt"}, ["--tag", "1.16.0-cpu"],
+     "STAGECRAFT_CA_BUNDLE={tmp}/notpem.txt: not a PEM CA bundle"),
+    ("huge-tag", {}, ["--tag", "x" * 10_000_000], "longer than 128 characters"),
+    ("huge-repository", {}, ["--tag", "1.16.0-cpu", "--repository", "X" * 10_000_000],
+     "not a valid repository name"),
+]
+
+
+@pytest.mark.parametrize("case", RUN_CASES, ids=[c[0] for c in RUN_CASES])
+def test_bad_run_input(case, project, capsys, monkeypatch, tmp_path):
+    name, env, argv, fragment = case
+    (tmp_path / "notpem.txt").write_text("not a certificate\n")
+    monkeypatch.chdir(project(MINIMAL).parent)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v.replace("{tmp}", str(tmp_path)))
+    code, err = _run([a.replace("{tmp}", str(tmp_path)) for a in argv], capsys)
+    assert code == 2, f"{name}: exit {code}, stderr {[e[:300] for e in err]}"
+    assert len(err) == 1, f"{name}: expected one line, got {[e[:300] for e in err]}"
+    assert fragment.replace("{tmp}", str(tmp_path)) in err[0], f"{name}: {err[0][:500]!r}"
+    assert len(err[0]) < 1000, f"{name}: {len(err[0])} characters echoed"
+
+
+def test_a_fifo_as_matrix_is_refused_not_waited_on(project, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    fifo = tmp_path / "matrix.fifo"
+    os.mkfifo(fifo)
+    proc = subprocess.run([sys.executable, str(ROOT / "build.py"), "--matrix", str(fifo), "--list"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "not a regular file" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_client_that_is_not_docker_is_refused(monkeypatch):
+    from stagecraft.engine import detect_builder
+    from stagecraft.errors import InputError
+
+    monkeypatch.setenv("STAGECRAFT_DOCKER", "/bin/true")  # exits 0 to `buildx version` too
+    with pytest.raises(InputError) as exc:
+        detect_builder()
+    line = exc.value.problems[0].line()
+    assert line.startswith("STAGECRAFT_DOCKER=/bin/true: not a docker client"), line
