@@ -16,7 +16,9 @@
   what oneDNN uses in Paddle's OpenMP builds), MKL, OpenBLAS, and numexpr. Paddle's own
   FLAGS_paddle_num_threads (default 1, per-instance) is left alone: its official builds
   use oneDNN, where only OpenMP's setting applies (paddle/fluid/platform/init.cc).
-- STAGECRAFT_CHOSEN (the set's name) for the command to read.
+- STAGECRAFT_CHOSEN (the set's name) and STAGECRAFT_DEVICE_STRING (the chosen device in
+  the framework's own spelling, ``gpu:0`` or ``cpu``: entrypoint.devicestring) for the
+  command to read; ``python -m stagecraft_device`` prints the latter.
 """
 from __future__ import annotations
 
@@ -31,8 +33,10 @@ THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NU
 
 
 def plan_env(choice: Any, probes: Mapping[str, Any], kernel_sets: Sequence[Mapping[str, Any]],
-             env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
-    """(variables to set, notes). ``env`` is the current environment; nothing is mutated."""
+             env: Mapping[str, str], device_strings: Mapping[str, str] | None = None,
+             ) -> tuple[dict[str, str], list[str]]:
+    """(variables to set, notes). ``env`` is the current environment; nothing is mutated.
+    ``device_strings``: the image's {family: template} (entrypoint.devicestring)."""
     out: dict[str, str] = {}
     notes: list[str] = []
     for k, v in (choice.env or {}).items():
@@ -65,7 +69,25 @@ def plan_env(choice: Any, probes: Mapping[str, Any], kernel_sets: Sequence[Mappi
         notes.append(f"thread pools sized to {n} ({', '.join(why) or 'limits'}; {cpu.online} online)")
     if choice.name:
         out["STAGECRAFT_CHOSEN"] = choice.name
+        _device_string(choice, probes, env, device_strings, out, notes)
     return out, notes
+
+
+def _device_string(choice: Any, probes: Mapping[str, Any], env: Mapping[str, str],
+                   device_strings: Mapping[str, str] | None, out: dict[str, str], notes: list[str]) -> None:
+    """STAGECRAFT_DEVICE_STRING: the chosen device in the framework's own spelling."""
+    from entrypoint import devicestring
+
+    p = probes.get(choice.device)
+    count = len(getattr(p, "devices", ())) if choice.device != "cpu" else 1
+    value = devicestring.render(dict(device_strings or {}), choice.device, count)
+    if value is None:
+        return
+    if "STAGECRAFT_DEVICE_STRING" in env:
+        notes.append(f"STAGECRAFT_DEVICE_STRING kept as the user set it ({shown(env['STAGECRAFT_DEVICE_STRING'])}); "
+                     f"the choice is {value!r}")
+        return
+    out["STAGECRAFT_DEVICE_STRING"] = value
 
 
 def _isa(choice: Any, cpu: Any, env: Mapping[str, str], out: dict[str, str], notes: list[str]) -> None:

@@ -12,7 +12,9 @@ Environment (inputs):
   STAGECRAFT_BUDGET_S=SECONDS                   per-family probe budget (default 2)
   STAGECRAFT_PROBE_ROOT=DIR                     test/debug only: read /proc, /sys, /dev under DIR
   STAGECRAFT_IMAGE_JSON=PATH                    test/debug only: image description to use
-Environment (outputs, for CMD): the chosen set's env, the ISA caps of a forced lower CPU
+Environment (outputs, for CMD): STAGECRAFT_DEVICE_STRING (the chosen device as the
+framework spells it, from the image's device_strings: ``gpu:0``, ``xpu:0``, ``cpu``), the
+chosen set's env, the ISA caps of a forced lower CPU
 set, every other vendor's devices hidden on a fallback (CUDA_VISIBLE_DEVICES="",
 XPU_VISIBLE_DEVICES="", ASCEND_RT_VISIBLE_DEVICES="", ROCR_VISIBLE_DEVICES="",
 MLU_VISIBLE_DEVICES=""; sources in probes.visible), thread-pool sizes (see envplan),
@@ -131,7 +133,8 @@ def plan(env: Mapping[str, str]) -> dict[str, Any]:
         choice = choose(probes, sets, ov)
     from entrypoint.envplan import plan_env
 
-    changes, notes = plan_env(choice, probes, sets, env) if not choice.refused else ({}, [])
+    changes, notes = (plan_env(choice, probes, sets, env, image.get("device_strings") if image else None)
+                      if not choice.refused else ({}, []))
     report = {
         "schema": 1,
         "image": {k: image.get(k) for k in ("framework", "device", "components") if k in image} if image else None,
@@ -141,6 +144,7 @@ def plan(env: Mapping[str, str]) -> dict[str, Any]:
         "warnings": list(choice.warnings),
         "passed_over": [{"name": p.name, "device": p.device, "reason": p.reason} for p in choice.passed_over],
         "overrides": {"device": ov.device, "kernel_set": ov.kernel_set, "strict": ov.strict},
+        "device_string": env.get("STAGECRAFT_DEVICE_STRING") or changes.get("STAGECRAFT_DEVICE_STRING"),
         "env_set": changes, "notes": notes, "probes": probes_to_dict(probes),
         "elapsed_ms": round((time.monotonic() - t0) * 1000, 2),
     }

@@ -18,6 +18,8 @@ from typing import Any
 
 import jsonschema
 
+from entrypoint import devicestring
+
 from . import platforms
 from .errors import InputError, Problem
 from .safetext import clip, cut
@@ -151,6 +153,11 @@ def _schema_message(err: jsonschema.ValidationError) -> str:
         return f"unknown key ({', '.join(clip(k, 40) for k in extra[:5])} {verb} unexpected)"
     if err.validator == "pattern":
         return f"{value} is not of the expected form"
+    if err.validator in ("exclusiveMinimum", "minimum") and err.validator_value == 0:
+        return f"{value} is not a positive number" if err.validator == "exclusiveMinimum" \
+            else f"{value} is negative"
+    if err.validator in ("maximum", "exclusiveMaximum"):
+        return f"{value} is above the limit {err.validator_value}"
     if err.validator == "const":
         return f"must be {err.validator_value!r}, not {value}"
     if err.validator in ("anyOf", "oneOf"):
@@ -264,6 +271,11 @@ def _reference_problems(data: Any, locate: Locator, root: Path, taint: _Taint) -
             if not _exists(root, rel):
                 bad(["components", "framework", fname, "tests", i],
                     f"framework {fname!r}: test {rel} does not exist", "fix the path")
+        for family, template in _d(fw.get("device_strings")).items():
+            for what in devicestring.problems(template):
+                bad(["components", "framework", fname, "device_strings", family],
+                    f"framework {fname!r}: device_strings.{family} {clip(template, 40)} {what}",
+                    "write the framework's own spelling, e.g. 'gpu:{index}'")
         if fw.get("device") == "nvidia":
             build = _d(fw.get("build"))
             missing = [k for k in NVIDIA_FACTS if k not in build]

@@ -124,7 +124,8 @@ def image_manifest(matrix: Matrix, spec: ImageSpec, platform: str = "") -> dict[
 
     Shape: ``{"schema": 1, "framework": {"name", "package", "version"}, "device",
     "components": {"cuda", "cudnn", "nccl", "min_driver", "min_driver_compat", ...},
-    "kernel_sets": [...]}``. Tag-independent, so one runtime stage serves all aliases.
+    "kernel_sets": [...], "device_strings": {family: template}}`` (the last when the
+    framework declares them). Tag-independent, so one runtime stage serves all aliases.
     ``platform`` (``linux/arm64``; '' for the host's) drops the kernel sets whose
     ``requires.arch`` excludes that platform's CPU.
     """
@@ -143,9 +144,12 @@ def image_manifest(matrix: Matrix, spec: ImageSpec, platform: str = "") -> dict[
         if accel and accel.get(lib):
             comps[lib] = str(accel[lib])
     kernel_sets = kernels.for_platform(kernels.complete(fw, spec.components), platform)
-    return {"schema": 1,
-            "framework": {"name": fw["name"], "package": fw["package"], "version": fw["version"]},
-            "device": fw["device"], "components": comps, "kernel_sets": kernel_sets}
+    out = {"schema": 1,
+           "framework": {"name": fw["name"], "package": fw["package"], "version": fw["version"]},
+           "device": fw["device"], "components": comps, "kernel_sets": kernel_sets}
+    if fw.get("device_strings"):
+        out["device_strings"] = dict(fw["device_strings"])
+    return out
 
 
 def render_stages(matrix: Matrix, spec: ImageSpec, platform: str = "") -> list[RenderedStage]:

@@ -130,10 +130,14 @@ RUN --mount=type=secret,id=pip-ca,required=false \
 # its modules from source at every start (15-30 ms of a 40-60 ms budget).
 COPY entrypoint/ /opt/stagecraft/entrypoint/
 COPY probes/ /opt/stagecraft/probes/
+# stagecraft_device (`paddle.set_device(device())`, `python -m stagecraft_device`) is
+# linked into the venv's site-packages; stagecraft-health is the HEALTHCHECK below.
 RUN mkdir -p /etc/stagecraft \
- && printf '%s\n' '{"components":{"cuda":"11.8","cudnn":"8.6.0","min_driver":"520.61.05","min_driver_compat":"450.80.02","nccl":"2.15.5","os":"debian 12","python":"3.11"},"device":"nvidia","framework":{"name":"paddle-2.6.0-gpu","package":"paddlepaddle-gpu","version":"2.6.0"},"kernel_sets":[{"description":"native kernels for the compute capabilities the wheel ships","device":"nvidia","env":{},"name":"cuda","requires":{"cuda":"11.8","min_driver":"520.61.05","min_driver_compat":"450.80.02","ptx":[],"sass":["6.1","7.0","7.5","8.0","8.6"]}},{"description":"no usable GPU; MKL and oneDNN dispatch on their own (VNNI, BF16, AMX included)","device":"cpu","name":"cpu-avx512","requires":{"cpu_flags":["avx512f","avx512bw","avx512vl"]}},{"description":"no usable GPU; AVX2 and FMA kernels","device":"cpu","isa_cap":"avx2","name":"cpu-avx2","requires":{"cpu_flags":["avx2","fma"]}},{"description":"no usable GPU; the wheel\u0027s floor (-mavx)","device":"cpu","isa_cap":"avx","name":"cpu-avx","requires":{"cpu_flags":["avx"]}}],"schema":1}' > /etc/stagecraft/image.json \
+ && printf '%s\n' '{"components":{"cuda":"11.8","cudnn":"8.6.0","min_driver":"520.61.05","min_driver_compat":"450.80.02","nccl":"2.15.5","os":"debian 12","python":"3.11"},"device":"nvidia","device_strings":{"amd":"gpu:{index}","cpu":"cpu","mlu":"mlu:{index}","npu":"npu:{index}","nvidia":"gpu:{index}","xpu":"xpu:{index}"},"framework":{"name":"paddle-2.6.0-gpu","package":"paddlepaddle-gpu","version":"2.6.0"},"kernel_sets":[{"description":"native kernels for the compute capabilities the wheel ships","device":"nvidia","env":{},"name":"cuda","requires":{"cuda":"11.8","min_driver":"520.61.05","min_driver_compat":"450.80.02","ptx":[],"sass":["6.1","7.0","7.5","8.0","8.6"]}},{"description":"no usable GPU; MKL and oneDNN dispatch on their own (VNNI, BF16, AMX included)","device":"cpu","name":"cpu-avx512","requires":{"cpu_flags":["avx512f","avx512bw","avx512vl"]}},{"description":"no usable GPU; AVX2 and FMA kernels","device":"cpu","isa_cap":"avx2","name":"cpu-avx2","requires":{"cpu_flags":["avx2","fma"]}},{"description":"no usable GPU; the wheel\u0027s floor (-mavx)","device":"cpu","isa_cap":"avx","name":"cpu-avx","requires":{"cpu_flags":["avx"]}}],"schema":1}' > /etc/stagecraft/image.json \
  && ln -s /opt/stagecraft/entrypoint/stagecraft-report /usr/local/bin/stagecraft-report \
- && /opt/venv/bin/python3 -m compileall -q /opt/stagecraft
+ && purelib="$(/opt/venv/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+ && ln -s /opt/stagecraft/entrypoint/stagecraft_device.py "$purelib/stagecraft_device.py" \
+ && /opt/venv/bin/python3 -m compileall -q /opt/stagecraft "$purelib/stagecraft_device.py"
 LABEL io.stagecraft.framework="paddlepaddle-gpu" \
       io.stagecraft.framework.version="2.6.0" \
       io.stagecraft.cuda.sass="6.1 7.0 7.5 8.0 8.6" \
@@ -145,6 +149,11 @@ WORKDIR /workspace
 # kernel set, sets the environment, says why in one line, then execs the command.
 ENTRYPOINT ["/usr/bin/tini", "--", "/opt/stagecraft/entrypoint/stagecraft-entrypoint"]
 CMD ["python3"]
+# Re-checks the device the entrypoint chose (NVML for NVIDIA, device nodes for the
+# others) without importing the framework: a container whose device access is revoked
+# after start turns unhealthy. CPU-only images have nothing to re-check and no HEALTHCHECK.
+HEALTHCHECK --interval=30s --timeout=4s --start-period=10s --retries=3 \
+  CMD ["/opt/stagecraft/entrypoint/stagecraft-health", "--budget", "2"]
 
 FROM runtime AS jupyter
 # jupyter: JupyterLab 4.6.6 over the runtime, served by the non-root user on

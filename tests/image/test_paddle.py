@@ -51,3 +51,16 @@ def test_a_training_step_lowers_the_loss(py, spec):
 def test_run_check_passes(py, spec):
     out = py("import paddle; paddle.utils.run_check()", timeout=300)
     assert "PaddlePaddle is installed successfully" in out, f"{spec['tag']}: {out[-500:]}"
+
+
+def test_device_string_agrees_with_paddle(host, spec):
+    """A program writes `paddle.set_device(device())`: the string the entrypoint chose must
+    be what Paddle itself then reports (on this GPU-less host: the CPU fallback, `cpu`)."""
+    code = ("import paddle; from stagecraft_device import device; d = device(); "
+            "paddle.set_device(d); print(d, paddle.get_device())")
+    cmd = host.run("STAGECRAFT_QUIET=1 /opt/stagecraft/entrypoint/stagecraft-entrypoint python -c %s", code)
+    assert cmd.rc == 0, f"{spec['tag']}: exit {cmd.rc}: {cmd.stderr[-1500:]}"
+    chosen, paddles = cmd.stdout.split()[-2:]
+    assert chosen == paddles, f"{spec['tag']}: chose {chosen}, paddle.get_device() says {paddles}"
+    if not host.file("/dev/nvidia0").exists:
+        assert chosen == "cpu", f"{spec['tag']}: {chosen} on a host without a GPU"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 
 def test_venv_python_first_on_path(host, spec):
     for name in ("python", "python3"):
@@ -94,3 +96,39 @@ def test_every_installed_package_is_pinned_by_the_matrix(host, spec):
     installed = {k.lower().replace("_", "-") for k in host.pip.get_packages(pip_path="/opt/venv/bin/pip")}
     unpinned = sorted(installed - pinned - {"pip", "setuptools", "wheel"})
     assert unpinned == [], f"{spec['tag']}: installed but not pinned in matrix.yaml: {unpinned}"
+
+
+def _quiet_entrypoint(cmd: str) -> str:
+    return f"STAGECRAFT_QUIET=1 /opt/stagecraft/entrypoint/stagecraft-entrypoint {cmd}"
+
+
+def test_device_string_helper(host, spec):
+    """`python -m stagecraft_device` answers in a process the entrypoint started (the
+    variable) and in a `docker exec` (the start-up report), with the same string."""
+    strings = spec["manifest"].get("device_strings")
+    if not strings:
+        pytest.skip(f"{spec['tag']}: the framework declares no device_strings")
+    via_entry = host.run(_quiet_entrypoint("python -m stagecraft_device"))
+    via_exec = host.run("python -m stagecraft_device")
+    for cmd in (via_entry, via_exec):
+        assert cmd.rc == 0, f"{spec['tag']}: stagecraft_device exited {cmd.rc}: {cmd.stderr}"
+    assert via_entry.stdout.strip() == via_exec.stdout.strip(), f"{spec['tag']}: {via_entry.stdout} {via_exec.stdout}"
+    allowed = {t.format(index=0, count=1) for t in strings.values()}
+    assert via_exec.stdout.strip() in allowed, f"{spec['tag']}: {via_exec.stdout.strip()} not in {allowed}"
+
+
+def test_healthcheck(image_attrs, host, spec):
+    """Accelerator images declare a HEALTHCHECK that re-checks the chosen device without
+    the framework; CPU-only images have nothing to re-check and declare none."""
+    hc = image_attrs["Config"].get("Healthcheck") or {}
+    if spec["framework"]["device"] == "cpu":
+        assert not hc.get("Test"), f"{spec['tag']}: a CPU image declares {hc}"
+        return
+    assert hc.get("Test", [])[:2] == ["CMD", "/opt/stagecraft/entrypoint/stagecraft-health"], f"{spec['tag']}: {hc}"
+    budget = float(hc["Test"][hc["Test"].index("--budget") + 1])
+    assert budget > 0 and hc.get("Timeout", 0) > budget * 1e9, f"{spec['tag']}: {hc}"
+    cmd = host.run("/opt/stagecraft/entrypoint/stagecraft-health --budget %s", str(budget))
+    assert cmd.rc == 0 and cmd.stdout.startswith("healthy:"), f"{spec['tag']}: {cmd.rc} {cmd.stdout}{cmd.stderr}"
+    imported = host.run("python3 -X importtime /opt/stagecraft/entrypoint/stagecraft-health 2>&1 >/dev/null")
+    assert spec["framework"]["import"] not in {ln.split("|")[-1].strip() for ln in imported.stdout.splitlines()}, (
+        f"{spec['tag']}: the health check imports the framework")

@@ -211,6 +211,52 @@ def test_standin_no_permission_falls_back_with_reason(client, gpu, nvml_lib) -> 
     assert r.code == 0 and "no permission to use the GPU" in r.stderr, f"{r.tag}: {r.code}\n{r.stderr}"
 
 
+def _health(container: Any) -> dict[str, Any]:
+    container.reload()
+    return container.attrs["State"].get("Health") or {}
+
+
+def _wait_health(container: Any, status: str, timeout: float = 40.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    h = _health(container)
+    while h.get("Status") != status and time.monotonic() < deadline:
+        time.sleep(0.5)
+        h = _health(container)
+    return h
+
+
+def test_revoked_gpu_access_turns_the_container_unhealthy(client, gpu, nvml_lib, tmp_path: Path) -> None:
+    """The image's own HEALTHCHECK (interval shortened here) re-checks the GPU through NVML;
+    after start the stand-in NVML is switched to NVML_ERROR_UNKNOWN (999), as containers see
+    once a systemd daemon-reload revokes their device access (nvidia-container-toolkit#48)."""
+    tag, ref = gpu
+    conf_dir = tmp_path / "nvml"
+    conf_dir.mkdir()
+    conf = standin.write_config(conf_dir / "nvml.conf", gpus=[standin.gpu(
+        "NVIDIA A100-SXM4-80GB", "GPU-6b7c1a2e-3f4d-5e6f-7a8b-9c0d1e2f3a4b", "8.0", 85899345920, 0)])
+    conf_dir.chmod(0o755)
+    conf.chmod(0o644)
+    c = client.containers.run(
+        ref, ["sleep", "300"], detach=True,
+        volumes={str(nvml_lib): {"bind": NVML_IN_IMAGE, "mode": "ro"},
+                 str(conf_dir): {"bind": "/etc/stagecraft-test", "mode": "ro"}},
+        environment={"STAGECRAFT_NVML_CONFIG": "/etc/stagecraft-test/nvml.conf"},
+        # Only the timing is overridden: the test command is the image's HEALTHCHECK.
+        healthcheck={"interval": 1_000_000_000, "timeout": 10_000_000_000, "retries": 1, "start_period": 0})
+    try:
+        h = _wait_health(c, "healthy")
+        assert h.get("Status") == "healthy", f"{tag}: never healthy: {h}"
+        assert "NVIDIA GPU answer NVML" in h["Log"][-1]["Output"], f"{tag}: {h['Log'][-1]}"
+        conf.write_text(conf.read_text() + "init_error=999\n")
+        h = _wait_health(c, "unhealthy")
+        assert h.get("Status") == "unhealthy", f"{tag}: still {h.get('Status')} after NVML error 999: {h.get('Log')}"
+        out = h["Log"][-1]["Output"]
+        assert "unhealthy: NVML: Unknown Error (999); GPU access was revoked" in out, f"{tag}: {out}"
+        assert c.attrs["State"]["Running"], f"{tag}: the container stopped instead of turning unhealthy"
+    finally:
+        c.remove(force=True)
+
+
 # --- read-only root, any uid -----------------------------------------------------------
 
 

@@ -231,6 +231,8 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int i, void **h) { return nvmlD
 
 nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, void **h) {
     int i;
+    nvmlReturn_t r = hook("nvmlDeviceGetHandleByUUID", -1);
+    if (r) return r;
     for (i = 0; i < ngpus; i++)
         if (!strcmp(gpus[i].uuid, uuid)) { *h = &gpus[i]; return 0; }
     return 6; /* NOT_FOUND */

@@ -16,6 +16,7 @@ from stagecraft.cli import main
 from stagecraft.errors import InputError
 from stagecraft.expand import expand
 from stagecraft.matrix import load_matrix
+from tests.conftest import ROOT
 from tests.unit.minimal_matrix import MINIMAL
 
 # (id, text to replace in MINIMAL, replacement, expected fragment, and a text on the line
@@ -85,6 +86,18 @@ MATRIX_CASES = [
     ("nvidia-facts-not-a-list", '      device: cpu\n      build: {python: ["3.11"]}\n',
      '      device: nvidia\n      build: {python: ["3.11"], sass: maybe, ptx: [], dlopen: unknown}\n',
      "components.framework.six-1.build.sass: 'maybe' is not allowed here", "build: {python"),
+    ("device-string-unknown-field", '      build: {python: ["3.11"]}\n', '      build: {python: ["3.11"]}\n'
+     '      device_strings: {cpu: "cpu:{idx}"}\n',
+     "framework 'six-1': device_strings.cpu 'cpu:{idx}' names unknown field {idx}; fields: index, count",
+     "device_strings:"),
+    ("device-string-unknown-family", '      build: {python: ["3.11"]}\n', '      build: {python: ["3.11"]}\n'
+     '      device_strings: {tpu: "tpu:{index}"}\n', "'tpu' is not one of", "device_strings:"),
+    ("health-budget-zero", "  requirements: [nvidia-ml-py==13.580.82]\n",
+     "  requirements: [nvidia-ml-py==13.580.82]\n  health: {budget_s: 0}\n",
+     "entrypoint.health.budget_s: 0 is not a positive number", "health:"),
+    ("health-budget-text", "  requirements: [nvidia-ml-py==13.580.82]\n",
+     "  requirements: [nvidia-ml-py==13.580.82]\n  health: {budget_s: two}\n",
+     "entrypoint.health.budget_s: 'two' is not of type 'number'", "health:"),
     ("unknown-isa-cap", '      build: {python: ["3.11"]}\n', '      build: {python: ["3.11"]}\n'
      "      kernel_sets: [{name: a, device: cpu}, {name: b, device: cpu, isa_cap: avx3}]\n",
      "kernel_sets.1.isa_cap: 'avx3' is not one of", "kernel_sets:"),
@@ -360,6 +373,9 @@ def test_a_copied_path_may_not_lead_outside_the_project(project, tmp_path, capsy
                    "link with what it points to"], err
 
 
+# The runtime template's `USER 1000` line: cases insert a line just above it.
+USER_LINE = next(i for i, ln in enumerate((ROOT / "templates" / "runtime.Dockerfile.j2").read_bytes()
+                                          .splitlines(), 1) if ln == b"USER 1000")
 TEMPLATE_CASES = [
     # (id, text to replace in runtime.Dockerfile.j2 (bytes), replacement, expected fragment)
     ("type-error", b"{{ framework.version }}", b"{{ framework.version + 1 }}",
@@ -367,8 +383,8 @@ TEMPLATE_CASES = [
     ("not-utf8", b"# runtime:", "# runtime: Soci\u00e9t\u00e9".encode("latin-1"),
      "runtime.Dockerfile.j2:2: not UTF-8 text (byte 0xe9); save the template as UTF-8"),
     ("include-missing", b"USER 1000", b'{% include "nope.j2" %}\nUSER 1000',
-     "runtime.Dockerfile.j2:54: stage 'runtime' for 1.16.0-cpu: template 'nope.j2' not found under templates/"),
-    ("syntax", b"USER 1000", b"{% if %}\nUSER 1000", "runtime.Dockerfile.j2:54: template syntax error"),
+     f"runtime.Dockerfile.j2:{USER_LINE}: stage 'runtime' for 1.16.0-cpu: template 'nope.j2' not found under templates/"),
+    ("syntax", b"USER 1000", b"{% if %}\nUSER 1000", f"runtime.Dockerfile.j2:{USER_LINE}: template syntax error"),
     ("line-separator", b"USER 1000", "# \u2028RUN echo INJECTED\nUSER 1000".encode(),
      "runtime.Dockerfile.j2: stage 'runtime' for 1.16.0-cpu: the rendered text holds U+2028 (LINE SEPARATOR)"),
     ("undefined", b"{{ framework.version }}", b"{{ cuda.cuda }}", "runtime.Dockerfile.j2:2: stage 'runtime' for 1.16.0-cpu: 'cuda' is undefined"),

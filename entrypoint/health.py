@@ -1,0 +1,137 @@
+"""The runtime images' HEALTHCHECK: is the device the entrypoint chose still usable?
+
+Usage: stagecraft-health [--budget SECONDS]
+
+Reads the entrypoint's start-up report (what was chosen, which devices), then re-checks
+only those devices, cheaply and without importing the framework:
+- NVIDIA: NVML (nvmlInit, then each chosen GPU by UUID and its memory info) within the
+  budget. A container whose device access was revoked after start fails here: NVML's
+  "Unknown Error" (999), which running containers get when systemd reloads units that
+  reference NVIDIA devices, e.g. ``systemctl daemon-reload`` (NVIDIA's notice,
+  NVIDIA/nvidia-container-toolkit#48: "the container needs to be deleted once the issue
+  occurs").
+- Kunlun, Ascend, AMD, Cambricon: the chosen devices' nodes and the family's control nodes
+  still exist and may be opened read-write by this uid.
+- CPU (or no report: the container was started without the entrypoint): nothing to check.
+
+Exit 0 healthy, 1 unhealthy (Docker's HEALTHCHECK convention; 2 is reserved there, so a
+bad option is also 1). One line on stdout: Docker keeps it in ``docker inspect``'s
+State.Health.Log. STAGECRAFT_PROBE_ROOT (test/debug only) reads /dev under another root.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Any
+
+DEFAULT_BUDGET_S = 2.0
+HEALTHY, UNHEALTHY = 0, 1
+CONTROLS = {"xpu": ("/dev/xpuctrl",), "npu": ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"),
+            "mlu": ("/dev/cambricon_ctl",), "amd": ("/dev/kfd",)}
+
+
+def _nvml(uuids: Sequence[str]) -> str:
+    """All NVML calls of one check; returns "" when every chosen GPU answers, else why.
+    Raises pynvml.NVMLError (the caller words it)."""
+    from probes.nvidia import _import_pynvml
+
+    nv = _import_pynvml()
+    nv.nvmlInit()
+    try:
+        count = nv.nvmlDeviceGetCount()
+        if not uuids and count < 1:
+            return "NVML reports no GPU"
+        for uuid in uuids:
+            h = nv.nvmlDeviceGetHandleByUUID(uuid)
+            nv.nvmlDeviceGetMemoryInfo(h)
+        return ""
+    finally:
+        try:
+            nv.nvmlShutdown()
+        except Exception:  # noqa: BLE001, S110 - shutting down is best effort
+            pass
+
+
+def check_nvidia(devices: Sequence[Mapping[str, Any]], budget_s: float) -> tuple[int, str]:
+    """(exit status, line) for the chosen NVIDIA GPUs (report device dicts with ``uuid``)."""
+    from probes._budget import BudgetExceeded, call_within
+
+    uuids = [str(d["uuid"]) for d in devices if d.get("uuid")]
+    try:
+        why = call_within(lambda: _nvml(uuids), budget_s, "NVML health check")
+    except BudgetExceeded:
+        return UNHEALTHY, f"unhealthy: NVML did not answer within {budget_s:g} s"
+    except ImportError as exc:
+        return UNHEALTHY, f"unhealthy: cannot load NVML ({exc})"
+    except Exception as exc:  # noqa: BLE001 - pynvml.NVMLError and its subclasses
+        code = getattr(exc, "value", None)
+        hint = ("; GPU access was revoked from this container: recreate it" if code == 999 else "")
+        return UNHEALTHY, f"unhealthy: NVML: {exc}{f' ({code})' if code is not None else ''}{hint}"
+    if why:
+        return UNHEALTHY, f"unhealthy: {why}"
+    return HEALTHY, f"healthy: {len(uuids) or 'all'} NVIDIA GPU{'s' if len(uuids) != 1 else ''} answer NVML"
+
+
+def check_nodes(family: str, devices: Sequence[Mapping[str, Any]], root: str) -> tuple[int, str]:
+    """(exit status, line) for a device-node family: the chosen devices' nodes and the
+    family's control nodes exist and may be opened read-write."""
+    from probes import _fs
+
+    paths = [str(d["node"]) for d in devices if d.get("node")] + list(CONTROLS.get(family, ()))
+    gone = [p for p in paths if not _fs.exists(root, p)]
+    if gone:
+        return UNHEALTHY, f"unhealthy: {', '.join(gone)} gone"
+    denied = [p for p in paths if not _fs.may_open_rw(root, p)]
+    if denied:
+        return UNHEALTHY, f"unhealthy: no permission on {', '.join(denied)}"
+    return HEALTHY, f"healthy: {family} nodes present and usable ({len(paths)} checked)"
+
+
+def check(report: Mapping[str, Any] | None, budget_s: float, root: str = "/") -> tuple[int, str]:
+    """(exit status, line) for a start-up report (None: there is none)."""
+    if not report:
+        return HEALTHY, "healthy: no start-up report (started without the entrypoint): nothing to check"
+    device = report.get("device")
+    if report.get("refused") or not device or device == "cpu":
+        return HEALTHY, f"healthy: {device or 'nothing'} chosen: nothing to check"
+    devices = ((report.get("probes") or {}).get(device) or {}).get("devices") or []
+    if device == "nvidia":
+        return check_nvidia(devices, budget_s)
+    return check_nodes(device, devices, root)
+
+
+def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    import json
+
+    from entrypoint import runtime
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    env = dict(os.environ if env is None else env)
+    budget = DEFAULT_BUDGET_S
+    if args[:1] == ["--budget"] and len(args) == 2:
+        try:
+            budget = float(args[1])
+        except ValueError:
+            budget = -1.0
+        if not budget > 0 or budget != budget or budget == float("inf"):
+            print(f"stagecraft-health: --budget {args[1]!r}: not a positive number of seconds")
+            return UNHEALTHY
+    elif args:
+        print("usage: stagecraft-health [--budget SECONDS]")
+        return UNHEALTHY
+    path = runtime.find(env)
+    report = None
+    if path:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                report = json.load(fh)
+        except (OSError, ValueError) as exc:
+            print(f"unhealthy: cannot read the start-up report {path}: {exc}")
+            return UNHEALTHY
+    code, line = check(report, budget, env.get("STAGECRAFT_PROBE_ROOT") or "/")
+    print(line)
+    return code
