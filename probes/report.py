@@ -76,33 +76,17 @@ def host_report(root: str = "/", budget_s: float = 3.0) -> dict[str, Any]:
     return {"schema": REPORT_SCHEMA, "root": root, "probes": probes_to_dict(probe_all(root, budget_s))}
 
 
-def best_tag(report: Mapping[str, Any], images: Sequence[Mapping[str, Any]]) -> tuple[str | None, str]:
-    """The tag that suits this host best, and why.
+def best_tag(report: Mapping[str, Any], images: Sequence[Mapping[str, Any]],
+             built: Mapping[str, bool | None] | None = None) -> tuple[str | None, str]:
+    """The tag that suits this host best, and why (probes.rank: known fits first, an
+    accelerator over CPU, no fallback, fewer warnings, the most specific match, built,
+    then matrix order, with a tie said to be one).
 
-    images: [{"tag": str, "kernel_sets": [...]}] in matrix order. Ranking: an image that
-    can run at all; then one that runs on an accelerator over one on CPU; then one whose
-    first (wanted) device is the one chosen (no fallback); then fewer warnings (native
-    kernels over PTX JIT, full driver over minor-version compatibility); then matrix order.
-    Returns (None, reason) when no image can run here."""
-    from probes.select import choose
+    images: [{"tag": str, "kernel_sets": [...]}] in matrix order; built: tag -> bool or
+    None (unknown). Returns (None, reason) when no image can run here."""
+    from probes.rank import explain, rank
 
-    probes = probes_from_dict(report.get("probes", {}))
-    ranked = []
-    refusals = []
-    for pos, img in enumerate(images):
-        c = choose(probes, img.get("kernel_sets", []))
-        if c.refused:
-            refusals.append(f"{img.get('tag')}: {c.message}")
-            continue
-        key = (c.device == "cpu", c.fallback, len(c.warnings), pos)
-        ranked.append((key, img, c))
-    if not ranked:
+    fits, refusals = rank(probes_from_dict(report.get("probes", {})), images, built)
+    if not fits:
         return None, "no image in the matrix can run on this host: " + "; ".join(refusals)
-    ranked.sort(key=lambda r: r[0])
-    _, img, c = ranked[0]
-    why = f"kernel set {c.name} ({c.device})"
-    if c.fallback:
-        why += f"; {c.message}"
-    if c.warnings:
-        why += f"; warning: {c.warnings[0]}"
-    return str(img.get("tag")), why
+    return fits[0].tag, explain(fits)

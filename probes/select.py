@@ -153,7 +153,9 @@ def check_nvidia(req: Mapping[str, Any], p: Any) -> tuple[bool, str, list[str]]:
     ptx = [] if ptx_v == UNKNOWN else [str(x) for x in ptx_v]
     unsure = UNKNOWN in (sass_v, ptx_v)
     warnings: list[str] = []
-    paths = {d.index: gpu_kernel_path(d.arch, sass, ptx) or (UNKNOWN if unsure else None) for d in p.devices}
+    said = [str(x) for x in req.get("supported", [])]  # the vendor says it runs there; form not stated
+    paths = {d.index: gpu_kernel_path(d.arch, sass, ptx) or ("supported" if d.arch in said else None)
+             or (UNKNOWN if unsure else None) for d in p.devices}
     doubt = [d for d in p.devices if paths[d.index] == UNKNOWN]
     if doubt:
         ccs = "/".join(sorted({d.arch for d in doubt}, key=_cc))

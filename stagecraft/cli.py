@@ -839,44 +839,18 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 @command("probe", "this host's hardware and the best tag for it (no Docker)", _selection,
          _json, _repository)
 def cmd_probe(args: argparse.Namespace) -> int:
-    """Probe this host as the entrypoint would (no Docker needed) and name the tag of the
-    matrix (or of ``--tag``) whose kernel sets suit it best. Exit 0, or 1 when no image
-    can run here. STAGECRAFT_PROBE_ROOT=DIR (test/debug only) reads /proc, /sys and /dev
-    under DIR instead of the host's."""
-    import os
-
-    from probes.report import best_tag, format_probes, host_report, probes_from_dict
-    from probes.select import choose
-
-    from . import kernels
+    """Probe this host as the entrypoint would and name the tag of the matrix (or of
+    ``--tag``) that suits it best (stagecraft.probecmd). Exit 0, or 1 when no image can
+    run here."""
+    from . import probecmd
 
     matrix, specs = _load(args)
-    chosen = _select(specs, args, default_all=True)
-    root = os.environ.get("STAGECRAFT_PROBE_ROOT") or "/"
-    report = host_report(root)
-    images = [{"tag": s.tag, "kernel_sets": kernels.complete(s.framework, s.components)} for s in chosen]
-    tag, why = best_tag(report, images)
-    probes = probes_from_dict(report["probes"])
-    rows = []
-    for img in images:
-        c = choose(probes, img["kernel_sets"])
-        rows.append({"tag": img["tag"], "kernel_set": c.name or None, "device": c.device or None,
-                     "fallback": c.fallback, "refused": c.refused, "message": c.message,
-                     "warnings": list(c.warnings)})
-    repository = args.repository or matrix.repository
-    best = {"tag": tag, "ref": f"{repository}:{tag}" if tag else None, "why": why}
+    result = probecmd.probe(_select(specs, args, default_all=True), args.repository or matrix.repository)
     if args.json:
-        _emit_json({"host": report, "images": rows, "best": best})
+        _emit_json(result)
     else:
-        print("\n".join(format_probes(report["probes"])))
-        width = max(len(r["tag"]) for r in rows)
-        print("\nkernel set each image would choose here:")
-        for r in rows:
-            what = (f"refused: {r['message']}" if r["refused"]
-                    else r["kernel_set"] + (f" ({r['message']})" if r["fallback"] else ""))
-            print(f"  {r['tag']:<{width}}  {what}")
-        print(f"\nbest tag: {best['ref']} ({why})" if tag else f"\nno tag fits: {why}")
-    return EXIT_OK if tag else EXIT_FAILED
+        print(probecmd.format_text(result))
+    return EXIT_OK if result["best"]["tag"] else EXIT_FAILED
 
 
 def _terminate(signum: int, frame: Any) -> None:

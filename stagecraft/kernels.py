@@ -33,7 +33,8 @@ def _validator() -> jsonschema.Draft202012Validator:
 def complete(framework: dict[str, Any], components: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The framework's kernel sets with NVIDIA requirements filled from the components:
     ``cuda``, ``min_driver``, ``min_driver_compat`` (compatibility table) and ``sass``,
-    ``ptx`` (framework ``build``; a list, or ``"unknown"``). Values written in matrix.yaml win. A framework that
+    ``ptx`` (framework ``build``; a list, or ``"unknown"``), ``supported`` (capabilities the
+    vendor says the build runs on, kernel form not stated). Values written in matrix.yaml win. A framework that
     declares none carries one set for its device (plus a CPU fallback for accelerators)."""
     sets = copy.deepcopy(list(framework.get("kernel_sets", ())))
     if not sets:
@@ -54,7 +55,7 @@ def complete(framework: dict[str, Any], components: dict[str, dict[str, Any]]) -
             req.setdefault("cuda", str(cuda["cuda"]))
             for key, value in (compat.cuda_facts(str(cuda["cuda"])) or {}).items():
                 req.setdefault(key, str(value))
-        for key in ("sass", "ptx"):
+        for key in ("sass", "ptx", "supported"):
             if key in build:
                 value = build[key]
                 req.setdefault(key, value if value == UNKNOWN else list(value))

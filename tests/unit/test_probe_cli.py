@@ -77,7 +77,10 @@ def test_human_output_names_the_best_tag(tmp_path: Path) -> None:
     assert cp.returncode == 0, cp.stderr
     assert cp.stdout.startswith("nvidia  absent"), cp.stdout
     assert "cpu     usable" in cp.stdout and "x86-64-v3" in cp.stdout, cp.stdout
-    assert f"best tag: stagecraft/paddle:{CPU_TAG} (kernel set cpu-avx2 (cpu))" in cp.stdout, cp.stdout
+    assert f"best tag: stagecraft/paddle:{CPU_TAG} (kernel set cpu-avx2 (cpu); tie with {CPU_TAG}-jupyter " \
+        f"(same kernel set quality, specificity and build state): {CPU_TAG} comes first in matrix.yaml)" \
+        in cp.stdout, cp.stdout
+    assert "(no Docker engine answered: which images are built is unknown)" in cp.stdout, cp.stdout
 
 
 def test_a100_host_best_tag_is_the_first_gpu_image(tmp_path: Path, lib: Path) -> None:
@@ -117,3 +120,20 @@ def test_cpu_without_avx_fits_no_tag(tmp_path: Path) -> None:
 def test_unknown_tag_is_bad_input(tmp_path: Path) -> None:
     cp = probe(tmp_path, "--tag", "no-such-tag")
     assert cp.returncode == 2 and "no-such-tag" in cp.stderr, cp.stderr
+
+
+def test_m40_unknown_kernels_are_said_and_not_recommended(tmp_path: Path, lib: Path) -> None:
+    """Issue 14: with a Tesla M40 (cc 5.2) the 3.2.0 entry used to accept the GPU silently
+    and be named best. Its SASS/PTX are unknown: it still picks the GPU, says so, and the
+    best tag is one whose fit is known."""
+    conf = tmp_path / "m40.conf"
+    standin.write_config(conf, gpus=[standin.gpu("Tesla M40", "GPU-40404040-0000-4000-8000-000000000000",
+                                                 "5.2", 12884901888)])
+    root = tmp_path / "r"
+    cp = probe(root, "--json", pieces=("host-16cpu", "nvidia-nodes"), nvml=str(conf), lib=lib)
+    data = as_json(cp)
+    new = row(data, CU126_TAG)
+    assert new["kernel_set"] == "cuda" and new["warnings"][0].startswith(
+        "unknown whether this build has kernels for cc 5.2 (GPU 0: Tesla M40)"), new
+    assert data["best"]["tag"] != CU126_TAG and row(data, CU118_TAG)["fallback"], data["best"]
+    assert row(data, data["best"]["tag"])["rank"] == 1 and new["rank"] > 1, data["images"]

@@ -116,3 +116,13 @@ def test_missing_kernel_facts_count_as_unknown() -> None:
     req = {k: v for k, v in REQ.items() if k not in ("sass", "ptx")}
     holds, _, warns = check_nvidia(req, _nv("550.54.15", cc="5.2"))
     assert holds and warns and warns[0].startswith("unknown whether this build has kernels for cc 5.2"), warns
+
+
+def test_vendor_listed_capability_is_a_known_fit() -> None:
+    """`supported`: the vendor says the build runs on cc 9.0 (Paddle's guide for its CUDA 12
+    packages), not whether as SASS or PTX: a known fit there, "unknown" elsewhere."""
+    req = {**REQ, "sass": "unknown", "ptx": "unknown", "supported": ["9.0"]}
+    holds, _, warns = check_nvidia(req, _nv("550.54.15", cc="9.0"))
+    assert holds and warns == [], warns
+    holds, _, warns = check_nvidia(req, _nv("550.54.15", cc="8.0"))
+    assert holds and warns[0].startswith("unknown whether this build has kernels for cc 8.0"), warns
