@@ -3,7 +3,9 @@
 #   make image TAG=2.6.2-cpu build one image (tag, alias or unique prefix); PLATFORM=linux/amd64
 #                            narrows it to one platform (engines without an image index)
 #   make test                unit tests, then every image built once and validated
-#                            (arm64 images under emulation: set-up registers qemu)
+#                            (arm64 images under emulation: set-up registers qemu), on
+#                            this host's engine and, the CPU images, on a modern one
+#                            beside it that set-up makes or restarts (scripts/modern-engine.sh)
 #   make lint                ruff, hadolint on every rendered Dockerfile, actionlint
 #   make golden              regenerate the rendered-Dockerfile golden files
 #   make push TAG=2.6.2-cpu REGISTRY=host:port  push a tested image, then its aliases
@@ -16,10 +18,12 @@ PLATFORM ?=
 # Platforms set-up prepares emulation for (those other than the host's): the image's, or
 # for `make test` every platform the matrix builds.
 PLATFORMS ?= $(PLATFORM)
+# `make test` also has set-up make the modern engine the tests run on beside this one.
+SETUP_ARGS ?=
 
 .PHONY: setup image test unit lint golden bench push bake
 setup:
-	STAGECRAFT_PLATFORMS=$(PLATFORMS) bash scripts/setup.sh
+	STAGECRAFT_PLATFORMS=$(PLATFORMS) bash scripts/setup.sh $(SETUP_ARGS)
 
 image: setup
 	$(PYTHON) build.py --tag $(TAG) $(if $(PLATFORM),--platform $(PLATFORM))
@@ -28,6 +32,7 @@ unit:
 	$(PYTHON) -m pytest tests/unit -q
 
 test: PLATFORMS = linux/amd64,linux/arm64
+test: SETUP_ARGS = --with-modern-engine
 test: setup
 	$(PYTHON) -m pytest tests/unit tests/integration -q -rs
 

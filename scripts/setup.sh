@@ -11,8 +11,18 @@
 # - Emulation for the platforms in STAGECRAFT_PLATFORMS (e.g. linux/amd64,linux/arm64)
 #   other than the host's: qemu-user-static, binfmt_misc mounted (it is not on a fresh
 #   boot), each interpreter registered. Every engine on the host then runs those images.
+# - With --with-modern-engine (what `make test` passes): the modern engine the tests run
+#   beside this one (Docker 26 + buildx from Debian 13 packages, in a container of this
+#   engine; scripts/modern-engine.sh up).
 # Every step is a no-op where its result is already present.
 set -euo pipefail
+with_modern=0
+for arg in "$@"; do
+  case "$arg" in
+    --with-modern-engine) with_modern=1 ;;
+    *) printf 'setup: unknown option %s (known: --with-modern-engine)\n' "$arg" >&2; exit 2 ;;
+  esac
+done
 cd "$(dirname "$0")/.."
 
 log() { printf 'setup: %s\n' "$*" >&2; }
@@ -134,3 +144,6 @@ for m in "${want_qemu[@]}"; do
 done
 
 log "ready: Docker engine $( (/usr/bin/docker version --format '{{.Server.Version}}' 2>/dev/null || docker version --format '{{.Server.Version}}') )"
+if [ "$with_modern" = 1 ]; then
+  bash scripts/modern-engine.sh up
+fi
