@@ -22,8 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import cache
+from .basecache import share_base, take_base
 from .bases import ensure_base
+from .buildlog import BuildLog
 from .cabundle import SECRET_ID, CABundle
+from .capabilities import check_cache_options
 from .engine import Engine
 from .errors import BuildError
 from .plan import Plan, StageNode
@@ -40,7 +43,9 @@ PROXY_ARGS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "FTP_PROXY", "ALL_PROXY",
 @dataclass
 class StageResult:
     """What happened to one stage: ``status`` is ``cached`` (key already built),
-    ``built``, ``failed`` or ``skipped`` (a stage below it failed); ``seconds`` of build."""
+    ``built``, ``failed`` or ``skipped`` (a stage below it failed); ``seconds`` of build;
+    ``run_executed``/``run_cached``: RUN steps BuildKit ran or took from a cache;
+    ``cache``: ``written``, ``not written: <why>`` or "" (no ``--cache-to``)."""
 
     key: str
     stage: str
@@ -49,15 +54,19 @@ class StageResult:
     seconds: float = 0.0
     log: str = ""
     error: str = ""
+    run_executed: int = 0
+    run_cached: int = 0
+    cache: str = ""
 
 
 @dataclass
 class ImageResult:
     """One image: ``status`` ``built`` (tagged) or ``failed`` (no tag moved); ``size``
-    in bytes (as the engine reports it: unpacked on 20.10, content size with the
-    containerd image store); ``seconds`` from start of the run. ``platforms`` maps each
-    platform built to ``{"image_id", "size", "key"}``; with several, the tag is an OCI
-    image index holding them all."""
+    in bytes as the engine reports it, ``size_kind`` saying what that is: ``unpacked``
+    (the classic image store: the layers as extracted) or ``compressed`` (the containerd
+    image store: the content it holds, the layers as pushed); ``seconds`` from start of
+    the run. ``platforms`` maps each platform built to ``{"image_id", "size", "key"}``;
+    with several, the tag is an OCI image index holding them all."""
 
     tag: str
     ref: str
@@ -65,6 +74,7 @@ class ImageResult:
     status: str
     image_id: str = ""
     size: int = 0
+    size_kind: str = ""
     seconds: float = 0.0
     built_stages: int = 0
     cached_stages: int = 0
@@ -74,11 +84,13 @@ class ImageResult:
 
 @dataclass
 class BuildReport:
-    """Every stage and image of a run, and its wall time in seconds."""
+    """Every stage and image of a run, its wall time in seconds, and ``warnings``
+    (caches not read or not written: the images are built all the same)."""
 
     stages: dict[str, StageResult] = field(default_factory=dict)
     images: list[ImageResult] = field(default_factory=list)
     seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -117,6 +129,17 @@ def _stage_context(node: StageNode, root: Path, into: Path) -> Path:
     return into
 
 
+def _link_line(spec: cache.CacheSpec, node: StageNode) -> None:
+    """Point the stage's line scope (a symbolic link) at the key's local cache, which
+    was just written: the next key of this line imports it."""
+    line = Path(spec.line_scope(node.stage, node.line))
+    target = Path(spec.scope(node.stage, node.key))
+    tmp = line.with_name(line.name + ".new")
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(target.name)
+    tmp.replace(line)
+
+
 def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
                say: Callable[[str], None]) -> BuildReport:
     """Build every node of ``plan`` that is not built yet, then tag the images.
@@ -127,18 +150,37 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
     """
     start = time.monotonic()
     report = BuildReport()
+
+    def warn(text: str) -> None:
+        report.warnings.append(text)
+        say(f"warning: {text}")
+
+    cache_from, cache_to = opts.cache_from, opts.cache_to
+    if cache_from or cache_to:  # before anything is built: exit 2 if the engine cannot
+        check_cache_options(engine.facts(), cache_from.text if cache_from else None,
+                            cache_to.text if cache_to else None)
+    if cache_to is not None and cache_to.kind == "local":
+        try:
+            Path(cache_to.location).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            warn(f"cache not written: cannot make {cache_to.location} ({exc.strerror or exc})")
+            cache_to = None
     for base in plan.bases:
+        if cache_from is not None and engine.image_id(base.ref) is None:
+            why = take_base(engine, base, cache_from, say)
+            if why and base.source == "bootstrap":
+                say(f"base {base.name}: not taken from the cache ({why}); making it here")
         ensure_base(engine, base, say)
+        if cache_to is not None:
+            why = share_base(engine, base, cache_to, say)
+            if why:
+                warn(f"base {base.name} not shared through the cache: {why}")
     logs = opts.state_dir / "logs"
     secrets = {SECRET_ID: opts.ca_bundle.path} if opts.ca_bundle else {}
     build_args = _proxy_args()
     total = len(plan.nodes)
     pending = dict(plan.nodes)
     order = list(plan.nodes)
-
-    uses_buildx = engine.uses_buildx if (opts.cache_from or opts.cache_to) else False
-    cache_args = {key: cache.stage_args(uses_buildx, opts.cache_from, opts.cache_to, node.stage, key)
-                  for key, node in plan.nodes.items()}  # raises InputError before any build
 
     def run_node(node: StageNode) -> StageResult:
         found = engine.image_id(node.image_ref)
@@ -147,29 +189,49 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
         t0 = time.monotonic()
         log_path = logs / f"{node.stage}-{node.key[:12]}.log"
         short = node.key[:12]
-        for attempt in range(1, TRANSIENT_TRIES + 1):
+        cache_args = cache.stage_args(cache_from, cache_to, node.stage, node.key, node.line)
+        attempt = 0
+        while True:
+            attempt += 1
+            progress = BuildLog()
             try:
                 with tempfile.TemporaryDirectory(prefix="stagecraft-ctx-") as tmp:
                     ctx = _stage_context(node, root, Path(tmp) / "context")
-                    ca = cache_args[node.key]
                     platform_args = ["--platform", node.base.platform] if node.base.foreign else []
                     image_id = engine.build(
                         ctx / "Dockerfile", ctx, log_path, Path(tmp) / "iid", secrets,
                         on_step=lambda s: say(f"  {node.stage}@{short} {s[:110]}"),
-                        build_args={**build_args, **dict(ca.build_args)},
-                        extra_args=[*platform_args, *ca.args])
+                        build_args=build_args, extra_args=[*platform_args, *cache_args],
+                        progress=progress)
                 break
             except BuildError as exc:
-                if attempt == TRANSIENT_TRIES or not TRANSIENT_RE.search(str(exc)):
+                failed_cache = progress.cache_export_errors + progress.cache_import_errors
+                if cache_args and failed_cache:  # a cache must never cost the image
+                    warn(f"{node.stage}@{short}: the build failed with its cache ({failed_cache[0][:160]}); "
+                         "building it again without")
+                    cache_args, attempt = (), 0
+                    continue
+                if attempt >= TRANSIENT_TRIES or not TRANSIENT_RE.search(str(exc)):
                     raise
                 say(f"  {node.stage}@{short} engine error, trying again ({attempt}/{TRANSIENT_TRIES}): "
                     f"{str(exc)[:120]}")
         engine.tag(image_id, node.image_ref)
-        if cache_args[node.key].push_ref:  # classic client: the inline cache travels in the image
-            engine.tag(image_id, cache_args[node.key].push_ref)
-            engine.push_image(cache_args[node.key].push_ref)
-        return StageResult(node.key, node.stage, "built", image_id,
-                           time.monotonic() - t0, str(log_path))
+        for failure in progress.cache_import_errors:
+            warn(f"{node.stage}@{short}: cache not read from {failure[:200]}")
+        state = ""
+        if cache_to is not None and node.line:
+            failures = progress.cache_export_errors if cache_args else ["the build ran without its cache"]
+            state = f"not written: {failures[0][:200]}" if failures else "written"
+            if failures:
+                warn(f"{node.stage}@{short}: cache {state}")
+            elif cache_to.kind == "local":
+                try:
+                    _link_line(cache_to, node)
+                except OSError as exc:
+                    warn(f"{node.stage}@{short}: cache line not linked ({exc})")
+        return StageResult(node.key, node.stage, "built", image_id, time.monotonic() - t0,
+                           str(log_path), run_executed=progress.run_executed,
+                           run_cached=progress.run_cached, cache=state)
 
     done = 0
     pool = ThreadPoolExecutor(max_workers=max(1, opts.jobs))
@@ -255,6 +317,7 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
         moves += [(f"{opts.repository}:{name}", image_id) for name in spec.names]
         res.status, res.image_id = "built", image_id
         res.size = sum(p["size"] for p in res.platforms.values())
+        res.size_kind = "compressed" if engine.containerd_store else "unpacked"
         report.images.append(res)
     # Every name of the run at once, or none (signals held, names put back on failure).
     apply_tags(engine, moves, opts.journal or TagJournal(),

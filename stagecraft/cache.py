@@ -1,19 +1,35 @@
-"""Build cache shared across machines, scoped per stage key.
+"""Build caches shared across machines (CI runners), per stage. Pure.
 
-``--cache-from``/``--cache-to`` take ``type=local,dir=PATH`` or ``type=registry,ref=REPO``.
-Each stage reads and writes its own scope, named by its content key
-(``PATH/<stage>-<key24>`` or ``REPO:<stage>-<key24>``), so CI runners building different
-matrix cells share work instead of overwriting one cache (the common single-scope
-problem, docker/build-push-action#252). With buildx these become BuildKit's cache
-importers/exporters (https://docs.docker.com/build/cache/backends/); a classic client
-(``DOCKER_BUILDKIT=1``) can only import registry caches and export an inline cache in
-the stage image itself, which the builder then pushes to the cache reference.
+``--cache-from``/``--cache-to`` take ``type=local,dir=PATH`` or ``type=registry,ref=REPO``
+and become BuildKit's cache importers/exporters
+(https://docs.docker.com/build/cache/backends/), which need buildx, and for export an
+engine with the containerd image store or a builder with its own BuildKit
+(``stagecraft.capabilities``). What goes where:
+
+- Each stage key has its own scope (``PATH/<stage>-<key24>``, ``REPO:<stage>-<key24>``),
+  so runners building different matrix cells share work instead of overwriting one
+  cache (the single-scope problem, docker/build-push-action#252).
+- Each stage also has a *line* scope (``<stage>-line-<hash16>`` of ``StageNode.line``:
+  the stage and the components it is built from, not its text). A build imports both, so
+  after a template edit or a new pin the stage's new key still takes its unchanged steps
+  (those before the edit) from the previous key's cache. The registry gets both exports
+  (blobs are stored once); a local line scope is a symbolic link to the key's directory.
+- Exports carry ``ignore-error=true``: a registry that does not answer costs the cache,
+  never the image (moby/buildkit#3430). The builder reads BuildKit's output
+  (``stagecraft.buildlog``) to say which caches were not written.
+- The base image is shared too, since every key below it hashes the base's identity but
+  BuildKit's cache matches its layers: a bootstrapped base differs per debootstrap run.
+  ``base_location`` names where the first runner puts it (``REPO:base-<hash24>`` pushed,
+  or ``PATH/base-<hash24>.tar`` saved) and the next ones take it (pulled by the digest
+  the registry gives for that tag, or loaded), so every runner builds on the same layers.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
+from .bases import BaseImage
 from .errors import InputError
 
 
@@ -25,10 +41,32 @@ class CacheSpec:
     kind: str
     location: str
 
+    @property
+    def text(self) -> str:
+        """The option's text: ``type=local,dir=PATH`` or ``type=registry,ref=REPO``."""
+        return f"type={self.kind},{'dir' if self.kind == 'local' else 'ref'}={self.location}"
+
     def scope(self, stage: str, key: str) -> str:
-        """The location of one stage's cache."""
-        sep = "/" if self.kind == "local" else ":"
-        return f"{self.location}{sep}{stage}-{key[:24]}"
+        """The location of one stage key's cache."""
+        return self._at(f"{stage}-{key[:24]}")
+
+    def line_scope(self, stage: str, line: str) -> str:
+        """The location of the cache of a stage's line (any key of it)."""
+        return self._at(line_name(stage, line))
+
+    def base_location(self, base: BaseImage) -> str:
+        """Where the base image ``base`` is shared: a tagged reference in the registry,
+        or a ``docker save`` archive in the directory."""
+        name = "base-" + hashlib.sha256(base.identity.encode()).hexdigest()[:24]
+        return self._at(name + ".tar" if self.kind == "local" else name)
+
+    def _at(self, name: str) -> str:
+        return f"{self.location}{'/' if self.kind == 'local' else ':'}{name}"
+
+
+def line_name(stage: str, line: str) -> str:
+    """The scope name of a stage's line: ``<stage>-line-<sha256(line)[:16]>``."""
+    return f"{stage}-line-{hashlib.sha256(line.encode()).hexdigest()[:16]}"
 
 
 def parse(text: str, option: str) -> CacheSpec:
@@ -47,39 +85,28 @@ def parse(text: str, option: str) -> CacheSpec:
     return CacheSpec(kind, loc)
 
 
-@dataclass(frozen=True)
-class CacheArgs:
-    """What one stage's build gets: CLI ``args``, ``build_args``, and ``push_ref``, the
-    reference the stage image is pushed to after building (classic inline cache)."""
-
-    args: tuple[str, ...] = ()
-    build_args: tuple[tuple[str, str], ...] = ()
-    push_ref: str = ""
+def _entry(spec: CacheSpec, location: str, export: bool) -> str:
+    if spec.kind == "local":
+        where = f"dest={location}" if export else f"src={location}"
+    else:
+        where = f"ref={location}"
+    return f"type={spec.kind},{where}" + (",mode=max,ignore-error=true" if export else "")
 
 
-def stage_args(uses_buildx: bool, cache_from: CacheSpec | None, cache_to: CacheSpec | None,
-               stage: str, key: str) -> CacheArgs:
-    """Cache options for one stage build. Raises ``InputError`` for a combination the
-    host's BuildKit path cannot do (a local cache without buildx)."""
+def stage_args(cache_from: CacheSpec | None, cache_to: CacheSpec | None,
+               stage: str, key: str, line: str) -> tuple[str, ...]:
+    """``--cache-from``/``--cache-to`` options of one stage's build (buildx): import the
+    key's scope and the line's, export to the key's scope (and, to a registry, the
+    line's: a local line is a link the builder makes after the build). A stage without
+    a line (the label stage: no steps worth caching) gets none."""
+    if not line:
+        return ()
     args: list[str] = []
-    build_args: list[tuple[str, str]] = []
-    push_ref = ""
-    for spec, direction in ((cache_from, "from"), (cache_to, "to")):
-        if spec is None:
-            continue
-        scope = spec.scope(stage, key)
-        if uses_buildx:
-            if direction == "from":
-                args.append(f"--cache-from=type={spec.kind},{'src' if spec.kind == 'local' else 'ref'}={scope}")
-            else:
-                args.append(f"--cache-to=type={spec.kind},{'dest' if spec.kind == 'local' else 'ref'}={scope},mode=max")
-            continue
-        if spec.kind == "local":
-            raise InputError.one(f"--cache-{direction} type=local", "a local cache needs buildx",
-                                 "install the buildx plugin, or use type=registry,ref=HOST/REPO")
-        if direction == "from":
-            args.append(f"--cache-from={scope}")
-        else:
-            build_args.append(("BUILDKIT_INLINE_CACHE", "1"))
-            push_ref = scope
-    return CacheArgs(tuple(args), tuple(build_args), push_ref)
+    if cache_from is not None:
+        for loc in (cache_from.scope(stage, key), cache_from.line_scope(stage, line)):
+            args.append("--cache-from=" + _entry(cache_from, loc, export=False))
+    if cache_to is not None:
+        args.append("--cache-to=" + _entry(cache_to, cache_to.scope(stage, key), export=True))
+        if cache_to.kind == "registry":
+            args.append("--cache-to=" + _entry(cache_to, cache_to.line_scope(stage, line), export=True))
+    return tuple(args)

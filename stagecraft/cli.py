@@ -11,7 +11,8 @@ options.
     python build.py render TAG [-o FILE]          the tag's multi-stage Dockerfile
     python build.py plan [--tag T | --all]        stages: built, to build, order
     python build.py test [--tag T | --all]        testinfra suites against built images
-    python build.py doctor                        the engine and BuildKit path found
+    python build.py doctor                        the engine, BuildKit version, build path and
+                                                  capabilities (cache, multi-platform, OCI, attestations)
     python build.py freeze TAG                    pins of a built image's venv (for constraints:)
     python build.py probe [--tag T] [--json]      this host's hardware; the best tag for it
                                                   (no Docker; STAGECRAFT_PROBE_ROOT=DIR, test/debug
@@ -50,6 +51,7 @@ from .errors import EXIT_FAILED, EXIT_INPUT, EXIT_OK, BuildError, InputError
 from .expand import ImageSpec, expand, resolve
 from .matrix import Matrix, load_matrix
 from .safetext import one_line
+from .summary import summary_notes
 from .tagging import TagJournal
 
 
@@ -486,6 +488,10 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     cache_from = cache.parse(args.cache_from, "--cache-from") if args.cache_from else None
     cache_to = cache.parse(args.cache_to, "--cache-to") if args.cache_to else None
+    if cache_from or cache_to:  # what this engine cannot do is bad input: exit 2 at once
+        from .capabilities import check_cache_options
+
+        check_cache_options(Engine().facts(), args.cache_from, args.cache_to)
     if args.push:  # pushes only what passed its tests: check the registry before building
         from .publish import resolve_registry
 
@@ -557,10 +563,13 @@ def _summary(report: Any, tests: dict[str, Any], args: argparse.Namespace,
         _emit_json({"seconds": round(report.seconds, 1),
                     "images": [{**asdict(i), **({"test": asdict(tests[i.tag])} if i.tag in tests else {})}
                                for i in report.images],
-                    "stages": [asdict(s) for s in report.stages.values()], **(extra or {})})
+                    "stages": [asdict(s) for s in report.stages.values()],
+                    "warnings": list(report.warnings), **(extra or {})})
     built = sum(s.status == "built" for s in report.stages.values())
     cached = sum(s.status == "cached" for s in report.stages.values())
-    _say(f"\n{'tag':<32} {'image id':<19} {'size':>9} {'stages':>14} {'time':>8}")
+    kinds = {i.size_kind for i in report.images if i.status == "built"}
+    size_head = "size*" if kinds else "size"
+    _say(f"\n{'tag':<32} {'image id':<19} {size_head:>9} {'stages':>14} {'time':>8}")
     for i in report.images:
         stages = f"{i.built_stages} built/{i.cached_stages} cached"
         if i.status == "built":
@@ -572,6 +581,8 @@ def _summary(report: Any, tests: dict[str, Any], args: argparse.Namespace,
             _say(f"{i.tag:<32} FAILED: {i.error}")
     _say(f"{len(report.images)} image(s): {built} stage(s) built, {cached} already built, "
          f"{report.seconds:.1f} s" + ("; nothing to build" if built == 0 and report.ok else ""))
+    for line in summary_notes(report):
+        _say(line)
     if not args.json:
         for i in report.images:
             if i.status == "built":
@@ -817,22 +828,22 @@ def cmd_lock(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-@command("doctor", "the engine, the BuildKit path and the CA bundle found", _json, _ca)
+@command("doctor", "the engine, its BuildKit, the build path and what it can do", _json, _ca)
 def cmd_doctor(args: argparse.Namespace) -> int:
+    """The engine, its BuildKit version, the build path and each capability (cache
+    export and import, multi-platform, OCI output, attestations), with the reason when
+    one is missing."""
     from .cabundle import find_ca_bundle
+    from .doctor import doctor_report, format_report
     from .engine import Engine
 
     engine = Engine()
-    info = engine.client.version()
     bundle = find_ca_bundle(args.ca_bundle, args.no_ca_bundle)
-    lines = {"engine": f"Docker {info.get('Version')} (API {info.get('ApiVersion')})",
-             "buildkit": engine.builder.describe(),
-             "ca_bundle": f"{bundle.path} ({bundle.origin})" if bundle else "none"}
+    report = doctor_report(engine.facts(), f"{bundle.path} ({bundle.origin})" if bundle else "none")
     if args.json:
-        _emit_json(lines)
+        _emit_json(report)
     else:
-        for k, v in lines.items():
-            print(f"{k:<10} {v}")
+        print("\n".join(format_report(report)))
     return EXIT_OK
 
 

@@ -22,6 +22,8 @@ from pathlib import Path
 import docker
 import docker.errors
 
+from .buildlog import BuildLog
+from .capabilities import EngineFacts, parse_buildx_inspect
 from .errors import BuildError, InputError
 
 VERSION_RE = re.compile(r"^\d+\.\d+")  # what `docker version --format {{.Client.Version}}` prints
@@ -116,6 +118,8 @@ class Engine:
             raise InputError.one(where, f"no Docker engine answers ({_short(exc)})",
                                  "run `make setup` (starts one as root) or start the daemon") from None
         self._builder = builder
+        self._facts: EngineFacts | None = None
+        self._containerd: bool | None = None
         self._running: set[subprocess.Popen] = set()
         self._lock = threading.Lock()
 
@@ -206,12 +210,14 @@ class Engine:
 
     def build(self, dockerfile: Path, context: Path, log_path: Path, iidfile: Path,
               secrets: dict[str, Path], on_step: Callable[[str], None] | None = None,
-              build_args: dict[str, str] | None = None, extra_args: Iterable[str] = ()) -> str:
+              build_args: dict[str, str] | None = None, extra_args: Iterable[str] = (),
+              progress: BuildLog | None = None) -> str:
         """Build one Dockerfile with BuildKit; returns the image id.
 
-        The full plain-progress output goes to ``log_path``; each step's first line is
-        passed to ``on_step``. Secrets are ``id -> file`` (BuildKit secret mounts: never in
-        a layer). Raises ``BuildError`` naming the log on failure.
+        The full plain-progress output goes to ``log_path`` and, line by line, to
+        ``progress`` (what ran, what came from a cache, which caches failed); each step's
+        first line is passed to ``on_step``. Secrets are ``id -> file`` (BuildKit secret
+        mounts: never in a layer). Raises ``BuildError`` naming the log on failure.
         """
         b = self.builder
         argv = [b.client, *b.argv, "--progress=plain", "-f", str(dockerfile),
@@ -240,6 +246,8 @@ class Engine:
             try:
                 for line in proc.stdout:
                     log.write(line)
+                    if progress is not None:
+                        progress.feed(line)
                     tail = (tail + [line.rstrip()])[-400:]
                     m = STEP_RE.match(line)
                     if m and on_step and not m.group(2).startswith(("DONE", "CACHED")):
@@ -293,6 +301,83 @@ class Engine:
     def uses_buildx(self) -> bool:
         """True when builds go through ``docker buildx build``."""
         return self.builder.argv[0] == "buildx"
+
+    @property
+    def containerd_store(self) -> bool:
+        """True when the engine keeps images in the containerd image store (``docker
+        info``: driver-type io.containerd.snapshotter.v1): sizes it reports are then
+        the compressed content, not the unpacked layers."""
+        if self._containerd is None:
+            status = dict(tuple(p) for p in self.client.info().get("DriverStatus") or [] if len(p) == 2)
+            self._containerd = status.get("driver-type") == "io.containerd.snapshotter.v1"
+        return self._containerd
+
+    def facts(self) -> EngineFacts:
+        """What this engine and its BuildKit path are (``docker version``, ``docker
+        info``, ``docker buildx inspect``), read once per Engine. Raises ``InputError``
+        when no BuildKit path works (``detect_builder``)."""
+        if self._facts is None:
+            version = self.client.version()
+            info = self.client.info()
+            containerd = self.containerd_store
+            b = self.builder
+            fields: dict[str, str] = {}
+            buildx_version = ""
+            if b.argv[0] == "buildx":
+                env = dict(b.env)
+                words = _run([b.client, "buildx", "version"], env).stdout.split()
+                buildx_version = words[1] if len(words) > 1 else ""
+                fields = parse_buildx_inspect(_run([b.client, "buildx", "inspect"], env).stdout)
+            self._facts = EngineFacts(
+                engine_version=str(version.get("Version", "")),
+                api_version=str(version.get("ApiVersion", "")),
+                os=str(info.get("OperatingSystem", "")),
+                storage=str(info.get("Driver", "")) + (" (containerd image store)" if containerd else ""),
+                containerd_store=containerd,
+                path="buildx" if b.argv[0] == "buildx" else "classic",
+                client=f"{b.client} {b.version}",
+                buildx_version=buildx_version,
+                driver=fields.get("driver", ""),
+                builder=fields.get("name", ""),
+                buildkit_reported=fields.get("buildkit", ""),
+                platforms=tuple(p.strip() for p in fields.get("platforms", "").split(",") if p.strip()))
+        return self._facts
+
+    def registry_digest(self, ref: str) -> str | None:
+        """The digest the registry gives for ``ref`` (asked by the daemon, from its own
+        network), or None when the registry has no such tag or does not answer."""
+        try:
+            return self.client.images.get_registry_data(ref).id
+        except docker.errors.DockerException:
+            return None
+
+    def save_image(self, ref: str, path: Path) -> None:
+        """``docker save`` of ``ref`` into the archive ``path`` (written to a temporary
+        name, then renamed). Raises BuildError."""
+        tmp = path.with_name(path.name + ".partial")
+        try:
+            with open(tmp, "wb") as out:
+                for chunk in self.client.images.get(ref).save(named=True):
+                    out.write(chunk)
+            tmp.replace(path)
+        except docker.errors.DockerException as exc:
+            tmp.unlink(missing_ok=True)
+            raise BuildError(f"cannot save {ref}: {_short(exc)}") from None
+
+    def load_image(self, path: Path) -> None:
+        """``docker load`` of the archive ``path``. Raises BuildError."""
+        try:
+            with open(path, "rb") as data:
+                self.client.images.load(data)
+        except docker.errors.DockerException as exc:
+            raise BuildError(f"cannot load {path}: {_short(exc)}") from None
+
+    def untag(self, ref: str) -> None:
+        """Remove the name ``ref`` (not the image another name still points at)."""
+        try:
+            self.client.images.remove(ref, noprune=True)
+        except docker.errors.ImageNotFound:
+            pass
 
     def push_image(self, ref: str) -> None:
         """Push ``ref`` with the credentials of the Docker config. Raises BuildError with

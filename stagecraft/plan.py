@@ -52,7 +52,8 @@ class CopiedFile:
 class StageNode:
     """One stage to build: ``key`` (64 hex), its ``dockerfile`` (FROM line included),
     the ``files`` of its build context, the ``parent_key`` (None: on the base image),
-    and ``tags``, the canonical tags of the images that contain it."""
+    ``tags``, the canonical tags of the images that contain it, and ``line``, what the
+    stage is for whatever its text (``stage_line``; empty for label stages)."""
 
     key: str
     stage: str
@@ -61,6 +62,7 @@ class StageNode:
     parent_key: str | None
     base: BaseImage
     tags: tuple[str, ...] = field(default=())
+    line: str = ""
 
     @property
     def image_ref(self) -> str:
@@ -133,6 +135,21 @@ def stage_key(stage: str, parent_identity: str, dockerfile: str,
     return h.hexdigest()
 
 
+def stage_line(matrix: Matrix, spec: ImageSpec, index: int, platform: str = "") -> str:
+    """What stage ``spec.chain[index]`` of ``spec`` is for, independent of its text: the
+    stage's name, its base component, its platform and the component entries its stages
+    up to it use (``runtime base=debian12 platform=linux/amd64
+    framework=paddle-2.6.2-cpu``). Editing a template or a pin changes a stage's key but
+    not its line, so a build cache exported under the line (``stagecraft.cache``) lets
+    the next key reuse the steps that did not change."""
+    parts = [spec.chain[index], f"base={spec.base['name']}"] + ([f"platform={platform}"] if platform else [])
+    for name in spec.chain[:index + 1]:
+        for table in matrix.stages[name].uses:
+            comp = spec.components.get(table)
+            parts.append(f"{table}={comp['name'] if comp else '-'}")
+    return " ".join(dict.fromkeys(parts))
+
+
 def make_plan(matrix: Matrix, specs: list[ImageSpec], bases: dict[str, BaseImage],
               revision: str, created: str, repository: str | None = None,
               platforms: dict[str, tuple[str, ...]] | None = None) -> Plan:
@@ -162,11 +179,12 @@ def make_plan(matrix: Matrix, specs: list[ImageSpec], bases: dict[str, BaseImage
         parent_identity = base.identity
         parent_ref = base.ref
         keys: list[str] = []
-        for rs in render_stages(matrix, spec, base.platform):
+        for index, rs in enumerate(render_stages(matrix, spec, base.platform)):
             files = file_cache.setdefault(rs.copies, hash_files(matrix.root, rs.copies))
             dockerfile = stage_dockerfile(rs, parent_ref)
             key = stage_key(rs.name, parent_identity, dockerfile, files)
-            node = nodes.get(key) or StageNode(key, rs.name, dockerfile, files, parent_key, base)
+            node = nodes.get(key) or StageNode(key, rs.name, dockerfile, files, parent_key, base,
+                                               line=stage_line(matrix, spec, index, base.platform))
             nodes[key] = _with_tag(node, spec.tag)
             keys.append(key)
             parent_key, parent_identity, parent_ref = key, key, stage_ref(rs.name, key)
@@ -186,7 +204,7 @@ def _with_tag(node: StageNode, tag: str) -> StageNode:
     if tag in node.tags:
         return node
     return StageNode(node.key, node.stage, node.dockerfile, node.files, node.parent_key,
-                     node.base, node.tags + (tag,))
+                     node.base, node.tags + (tag,), node.line)
 
 
 def full_dockerfile(matrix: Matrix, spec: ImageSpec, base: BaseImage,

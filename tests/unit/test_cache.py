@@ -1,42 +1,65 @@
-"""Cache options per stage key: parsing and what each BuildKit path gets. Pure."""
+"""Cache options per stage key and per stage line, base locations, and what BuildKit's
+output says about a build's caches. Pure."""
 
 from __future__ import annotations
 
 import pytest
 
 from stagecraft import cache
+from stagecraft.bases import BaseImage
+from stagecraft.buildlog import BuildLog
 from stagecraft.errors import InputError
 
 KEY = "ab" * 32
+LINE = "runtime base=debian12 framework=paddle-2.6.2-cpu"
 
 
-def test_local_with_buildx_scopes_per_stage_key():
+def test_local_scopes_per_stage_key_and_line():
     spec = cache.parse("type=local,dir=/c", "--cache-to")
-    got = cache.stage_args(True, spec, spec, "runtime", KEY)
-    assert got.args == (f"--cache-from=type=local,src=/c/runtime-{KEY[:24]}",
-                        f"--cache-to=type=local,dest=/c/runtime-{KEY[:24]},mode=max")
-    assert got.push_ref == "" and got.build_args == ()
+    line = cache.line_name("runtime", LINE)
+    assert line.startswith("runtime-line-") and len(line) == len("runtime-line-") + 16
+    got = cache.stage_args(spec, spec, "runtime", KEY, LINE)
+    assert got == (f"--cache-from=type=local,src=/c/runtime-{KEY[:24]}",
+                   f"--cache-from=type=local,src=/c/{line}",
+                   f"--cache-to=type=local,dest=/c/runtime-{KEY[:24]},mode=max,ignore-error=true")
 
 
-def test_registry_with_buildx():
-    spec = cache.parse("type=registry,ref=reg:5000/cache", "--cache-from")
-    got = cache.stage_args(True, spec, None, "cuda", KEY)
-    assert got.args == (f"--cache-from=type=registry,ref=reg:5000/cache:cuda-{KEY[:24]}",)
-
-
-def test_registry_with_classic_client_uses_inline_cache_and_a_push():
+def test_registry_exports_the_key_and_the_line():
     spec = cache.parse("type=registry,ref=reg:5000/cache", "--cache-to")
-    got = cache.stage_args(False, spec, spec, "base", KEY)
-    assert got.args == (f"--cache-from=reg:5000/cache:base-{KEY[:24]}",)
-    assert got.build_args == (("BUILDKIT_INLINE_CACHE", "1"),)
-    assert got.push_ref == f"reg:5000/cache:base-{KEY[:24]}"
+    line = cache.line_name("cuda", LINE)
+    got = cache.stage_args(None, spec, "cuda", KEY, LINE)
+    assert got == (f"--cache-to=type=registry,ref=reg:5000/cache:cuda-{KEY[:24]},mode=max,ignore-error=true",
+                   f"--cache-to=type=registry,ref=reg:5000/cache:{line},mode=max,ignore-error=true")
+    got = cache.stage_args(spec, None, "cuda", KEY, LINE)
+    assert got == (f"--cache-from=type=registry,ref=reg:5000/cache:cuda-{KEY[:24]}",
+                   f"--cache-from=type=registry,ref=reg:5000/cache:{line}")
 
 
-def test_two_stages_never_share_a_scope():
+def test_label_stages_get_no_cache():
     spec = cache.parse("type=local,dir=/c", "--cache-to")
-    a = cache.stage_args(True, None, spec, "runtime", "1" * 64).args
-    b = cache.stage_args(True, None, spec, "runtime", "2" * 64).args
-    assert a != b
+    assert cache.stage_args(spec, spec, "label", KEY, "") == ()
+
+
+def test_two_keys_or_lines_never_share_a_scope():
+    spec = cache.parse("type=local,dir=/c", "--cache-to")
+    assert cache.stage_args(None, spec, "runtime", "1" * 64, LINE) != cache.stage_args(None, spec, "runtime", "2" * 64, LINE)
+    assert cache.line_name("runtime", LINE) != cache.line_name("runtime", LINE + "x")
+    assert cache.line_name("runtime", LINE) != cache.line_name("jupyter", LINE)
+
+
+def test_base_locations_follow_the_base_identity():
+    a = BaseImage("debian12", "bootstrap", "stagecraft-base/debian:bookworm-amd64-1", "id-1")
+    b = BaseImage("debian12", "bootstrap", "stagecraft-base/debian:bookworm-amd64-2", "id-2")
+    reg = cache.parse("type=registry,ref=127.0.0.1:5000/cache", "--cache-from")
+    loc = cache.parse("type=local,dir=/c", "--cache-from")
+    assert reg.base_location(a).startswith("127.0.0.1:5000/cache:base-")
+    assert loc.base_location(a).startswith("/c/base-") and loc.base_location(a).endswith(".tar")
+    assert reg.base_location(a) != reg.base_location(b)
+
+
+def test_spec_text_round_trips():
+    for text in ("type=local,dir=/c", "type=registry,ref=reg:5000/team/cache"):
+        assert cache.parse(text, "--cache-to").text == text
 
 
 @pytest.mark.parametrize("text", ["type=s3,bucket=x", "type=local", "dir=/x", "type=registry,ref=r/x:tag",
@@ -46,7 +69,42 @@ def test_bad_specs_are_one_line_errors(text):
         cache.parse(text, "--cache-to")
 
 
-def test_local_cache_without_buildx_is_refused():
-    spec = cache.parse("type=local,dir=/c", "--cache-to")
-    with pytest.raises(InputError, match="a local cache needs buildx"):
-        cache.stage_args(False, None, spec, "base", KEY)
+# BuildKit 0.13 (Docker 26.1) plain progress, shortened: a cache import from a registry
+# that does not answer, one that has no such tag yet, a RUN step from cache, one that ran,
+# and a cache export that failed (ignore-error=true: the build still succeeded).
+PROGRESS = """\
+#0 building with "default" instance using docker driver
+#4 importing cache manifest from 127.0.0.1:5999/c:x
+#4 ERROR: failed to configure registry cache importer: failed to do request: Head "https://127.0.0.1:5999/v2/c/manifests/x": dial tcp 127.0.0.1:5999: connect: connection refused
+#5 importing cache manifest from 127.0.0.1:5000/c:runtime-line-0123
+#5 ERROR: 127.0.0.1:5000/c:runtime-line-0123: not found
+#6 [1/3] FROM docker.io/stagecraft-base/debian:bookworm-amd64-93ac4b8e27be9467
+#6 DONE 0.0s
+#7 [2/3] RUN echo one > /one
+#7 CACHED
+#8 [3/3] RUN echo two > /two
+#8 0.101 two
+#8 DONE 0.3s
+#9 [runtime 4/5] COPY entrypoint/ /opt/stagecraft/entrypoint/
+#9 DONE 0.1s
+#10 exporting to image
+#10 DONE 0.2s
+#11 exporting cache to registry
+#11 writing layer sha256:261fdcfd3a7af558b22622648de725866730513cb09592f3ab89a41de9287221 done
+#11 ERROR: error writing layer blob: failed to do request: Head "https://127.0.0.1:5999/v2/c/blobs/sha256:261f": dial tcp 127.0.0.1:5999: connect: connection refused
+------
+ > exporting cache to registry:
+------
+"""
+
+
+def test_build_log_counts_steps_and_cache_failures():
+    log = BuildLog()
+    for line in PROGRESS.splitlines(keepends=True):
+        log.feed(line)
+    assert (log.run_executed, log.run_cached) == (1, 1)
+    assert log.cache_export_errors == [
+        "registry: error writing layer blob: failed to do request: Head "
+        "\"https://127.0.0.1:5999/v2/c/blobs/sha256:261f\": dial tcp 127.0.0.1:5999: connect: connection refused"]
+    (imp,) = log.cache_import_errors  # "not found" is a cache not there yet: no error
+    assert imp.startswith("127.0.0.1:5999/c:x: failed to configure registry cache importer") and "refused" in imp

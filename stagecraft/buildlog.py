@@ -1,0 +1,87 @@
+"""What a BuildKit build did, read from its plain progress output (``--progress=plain``),
+line by line. Pure.
+
+BuildKit numbers each vertex of the solve (``#6 [2/3] RUN ...``) and reports its end
+with ``#6 CACHED``, ``#6 DONE 1.2s`` or ``#6 ERROR: ...``. Cache imports show as
+``importing cache manifest from REF`` vertices; a registry that does not answer is an
+``ERROR`` there, and the build goes on without that cache. Cache exports show as
+``exporting cache to registry`` / ``exporting cache to client directory``; with
+``ignore-error=true`` an ``ERROR`` there leaves the build's result intact (moby/buildkit
+#3430). A local cache that does not exist yet is a ``WARNING: local cache import at PATH
+not found`` line from buildx. Same format on BuildKit 0.8 (Docker 20.10) and 0.13.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_VERTEX = re.compile(r"^#(\d+) (.*)$")
+_STEP = re.compile(r"^\[[^\]]*\d+/\d+\] (RUN|COPY|ADD) ")
+# A cache that is simply not there yet (the first build of a key): not a failure.
+_MISSING = re.compile(r"not found|manifest unknown|name unknown|no such file", re.IGNORECASE)
+
+
+@dataclass
+class _Vertex:
+    name: str
+    cached: bool = False
+    done: bool = False
+    error: str = ""
+
+
+@dataclass
+class BuildLog:
+    """Feed it every output line (``feed``); then ``run_executed`` / ``run_cached``
+    count the RUN steps BuildKit ran or took from its cache, ``cache_export_errors``
+    the cache exports that failed (the cache was not written) and
+    ``cache_import_errors`` the imports that failed for another reason than a cache
+    that is not there yet."""
+
+    vertices: dict[int, _Vertex] = field(default_factory=dict)
+
+    def feed(self, line: str) -> None:
+        """Read one line of plain progress output."""
+        m = _VERTEX.match(line.rstrip("\n"))
+        if not m:
+            return
+        num, rest = int(m.group(1)), m.group(2)
+        v = self.vertices.get(num)
+        if v is None:
+            self.vertices[num] = _Vertex(rest)
+            return
+        if rest == "CACHED":
+            v.cached = True
+        elif rest.startswith("DONE"):
+            v.done = True
+        elif rest.startswith("ERROR:") and not v.error:
+            v.error = rest[len("ERROR:"):].strip()
+
+    def _steps(self, kind: str) -> list[_Vertex]:
+        return [v for v in self.vertices.values()
+                if (m := _STEP.match(v.name)) and m.group(1) == kind]
+
+    @property
+    def run_executed(self) -> int:
+        """RUN steps that ran (not taken from a cache)."""
+        return sum(1 for v in self._steps("RUN") if not v.cached and (v.done or v.error))
+
+    @property
+    def run_cached(self) -> int:
+        """RUN steps taken from a cache (local or imported)."""
+        return sum(1 for v in self._steps("RUN") if v.cached)
+
+    @property
+    def cache_export_errors(self) -> list[str]:
+        """``destination kind: error`` of each cache export that failed."""
+        return [f"{v.name.removeprefix('exporting cache to ')}: {v.error}"
+                for v in self.vertices.values()
+                if v.name.startswith("exporting cache") and v.error]
+
+    @property
+    def cache_import_errors(self) -> list[str]:
+        """``REF: error`` of each cache import that failed other than by being absent."""
+        return [f"{v.name.removeprefix('importing cache manifest from ')}: {v.error}"
+                for v in self.vertices.values()
+                if v.name.startswith("importing cache manifest") and v.error
+                and not _MISSING.search(v.error)]
