@@ -1,6 +1,8 @@
-"""Integration tests: a real Docker engine, real builds, real images.
+"""Integration tests: real Docker engines, real builds, real images.
 
-The images of matrix.yaml are built once per run (session fixture `built`, through the
+Each engine-dependent test runs on every engine of ``tests/integration/engines.py``
+(the ``engine`` fixture: the host's engine and a modern one beside it). The images of
+matrix.yaml are built once per run and engine (fixture ``engine_built``, through the
 CLI, as a user would), and every test reuses them. Tags whose framework comes from an
 index this host cannot reach are skipped, with the reason.
 """
@@ -13,13 +15,55 @@ import docker
 import pytest
 
 from stagecraft.platforms import host_platform
-from tests.integration.harness import buildable_here, run_cli
+from tests.integration import engines
+from tests.integration.harness import SPECS, buildable_here
+
+_BUILT: dict[str, dict[str, dict]] = {}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests (and fixtures) that take ``engine`` run once per selected engine, unless
+    they parametrize it themselves."""
+    if "engine" not in metafunc.fixturenames:
+        return
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        names = mark.args[0]
+        names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+        if "engine" in names:
+            return
+    metafunc.parametrize("engine", engines.selected(), indirect=True, scope="session")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each engine's tests carry its marker (``-m modern``, ``-m "not modern"``)."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        name = callspec.params.get("engine") if callspec else None
+        if name in engines.ENGINES:
+            item.add_marker(getattr(pytest.mark, name))
+
+
+def engine_pairs(tags: list[str]) -> list:
+    """``pytest.param(engine, tag)`` for every selected engine and tag it builds."""
+    by_tag = {s.tag: s for s in SPECS}
+    return [pytest.param(e, t, id=f"{e}-{t}") for e in engines.selected() for t in tags
+            if e == "host" or by_tag[t].framework.get("device") == "cpu"]
+
+
+@pytest.fixture(scope="session")
+def engine(request) -> engines.TestEngine:
+    """The engine of this parameter (``host`` or ``modern``). Fails (not skips) when the
+    modern engine cannot start: `make test` starts it."""
+    try:
+        return engines.get(request.param)
+    except RuntimeError as exc:
+        pytest.fail(f"{exc}; run `bash scripts/modern-engine.sh up` as root")
 
 
 @pytest.fixture(scope="session")
 def client() -> docker.DockerClient:
-    """The Docker engine. Integration tests fail (not skip) without one: `make test`
-    starts it."""
+    """The host's Docker engine. Integration tests fail (not skip) without one: `make
+    test` starts it."""
     try:
         c = docker.from_env()
         c.ping()
@@ -29,15 +73,38 @@ def client() -> docker.DockerClient:
 
 
 @pytest.fixture(scope="session")
+def eclient(engine) -> docker.DockerClient:
+    """A docker SDK client of ``engine``."""
+    return engine.client()
+
+
+def build_on(engine: engines.TestEngine) -> dict[str, dict]:
+    """Every buildable tag of matrix.yaml that ``engine`` builds, built once per session:
+    tag -> {"ref", "image_id"}."""
+    if engine.name not in _BUILT:
+        tags, _ = buildable_here()
+        by_tag = {s.tag: s for s in SPECS}
+        # The host's platform only: these suites run natively; the arm64 images are built
+        # and tested by test_platforms.py.
+        args = ["--json", "--jobs", "2", "--platform", host_platform()]
+        for tag in tags:
+            if engine.builds(by_tag[tag]):
+                args += ["--tag", tag]
+        proc = engine.cli(*args)
+        assert proc.returncode == 0, f"build on the {engine.name} engine failed:\n{proc.stderr[-4000:]}"
+        report = json.loads(proc.stdout)
+        _BUILT[engine.name] = {i["tag"]: {"ref": i["ref"], "image_id": i["image_id"]}
+                               for i in report["images"]}
+    return _BUILT[engine.name]
+
+
+@pytest.fixture(scope="session")
+def engine_built(engine) -> dict[str, dict]:
+    """The images ``engine`` builds (``build_on``)."""
+    return build_on(engine)
+
+
+@pytest.fixture(scope="session")
 def built(client) -> dict[str, dict]:
-    """Every buildable tag of matrix.yaml, built once: tag -> {"ref", "image_id"}."""
-    tags, _ = buildable_here()
-    # The host's platform only: these suites run natively; the arm64 images are built and
-    # tested by test_platforms.py.
-    args = ["--json", "--jobs", "2", "--platform", host_platform()]
-    for tag in tags:
-        args += ["--tag", tag]
-    proc = run_cli(*args)
-    assert proc.returncode == 0, f"build failed:\n{proc.stderr[-4000:]}"
-    report = json.loads(proc.stdout)
-    return {i["tag"]: {"ref": i["ref"], "image_id": i["image_id"]} for i in report["images"]}
+    """Every buildable tag of matrix.yaml, built once on the host engine."""
+    return build_on(engines.get("host"))

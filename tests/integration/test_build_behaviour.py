@@ -1,9 +1,11 @@
 """The builder on a small matrix of the real format (framework: `six`, real Debian base,
-real pip, real BuildKit): secrets stay out of images, failures leave tags where they
-were, Ctrl-C moves nothing and the next run resumes, keys skip BuildKit entirely."""
+real pip, real BuildKit), on each engine (tests/integration/engines.py): secrets stay out
+of images, failures leave tags where they were, Ctrl-C moves nothing and the next run
+resumes, keys skip BuildKit entirely."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -19,19 +21,24 @@ from pathlib import Path
 import docker
 import pytest
 
-from tests.integration.harness import ROOT, run_cli
+from tests.integration.harness import ROOT
 from tests.unit.minimal_matrix import MINIMAL
 
 REPO = "stagecraft-it/six"
+# The engine each scratch project of a test builds on (fixtures six_project, tags_project).
+_ENGINE_OF: dict[Path, object] = {}
 
 
 @pytest.fixture
-def six_project(project, client):
-    """A scratch project whose images are stagecraft-it/six:<version>-cpu; its final tags
-    are removed afterwards (stage images stay, as a user's would)."""
+def six_project(project, engine, eclient):
+    """A scratch project whose images are stagecraft-it/six:<version>-cpu on ``engine``;
+    its final tags are removed afterwards (stage images stay, as a user's would).
+    ``_cli(path, ...)`` runs the CLI on that engine."""
     path = project(MINIMAL.replace("repository: example/fw", f"repository: {REPO}"))
+    _ENGINE_OF[path] = engine
     yield path
-    _remove_repository(client, REPO)
+    del _ENGINE_OF[path]
+    _remove_repository(eclient, REPO)
 
 
 def _remove_repository(client, repo: str) -> None:
@@ -46,8 +53,9 @@ def _remove_repository(client, repo: str) -> None:
                 pass
 
 
+
 def _cli(path: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return run_cli("--matrix", str(path), *args, timeout=timeout, cwd=path.parent)
+    return _ENGINE_OF[path].cli("--matrix", str(path), *args, timeout=timeout, cwd=path.parent)
 
 
 def _image_id(client, ref: str) -> str | None:
@@ -57,7 +65,7 @@ def _image_id(client, ref: str) -> str | None:
         return None
 
 
-def test_ca_bundle_is_in_no_layer_history_or_label(six_project, client, tmp_path):
+def test_ca_bundle_is_in_no_layer_history_or_label(six_project, eclient, tmp_path):
     marker = f"stagecraft-secret-marker-{uuid.uuid4().hex}"
     bundle = tmp_path / "ca.pem"
     bundle.write_text(Path("/etc/ssl/certs/ca-certificates.crt").read_text() + f"\n# {marker}\n")
@@ -72,25 +80,32 @@ def test_ca_bundle_is_in_no_layer_history_or_label(six_project, client, tmp_path
     assert re.search(r"runtime@\w+ built in", proc.stderr), "the runtime stage was not built this run"
     assert f"CA bundle: {bundle}" in proc.stderr, proc.stderr[:500]
     ref = f"{REPO}:1.16.0-cpu"
-    blob = b"".join(client.images.get(ref).save(named=True))
+    blob = b"".join(eclient.images.get(ref).save(named=True))
     needle = marker.encode()
     assert needle not in blob, "marker found in the saved image (a layer, the config or the manifest)"
     with tarfile.open(fileobj=io.BytesIO(blob)) as outer:
+        layers = 0
         for member in outer.getmembers():
-            if member.name.endswith("layer.tar"):
+            # layer.tar (the classic store's `docker save`) or blobs/sha256/* (OCI layout,
+            # the containerd store's; layers gzip-compressed as stored)
+            if member.isfile() and (member.name.endswith("layer.tar") or "blobs/" in member.name):
                 data = outer.extractfile(member).read()
+                if data[:2] == b"\x1f\x8b":
+                    data = gzip.decompress(data)
+                layers += 1
                 assert needle not in data, f"marker in layer {member.name}"
-    history = json.dumps(client.api.history(ref))
-    attrs = json.dumps(client.api.inspect_image(ref))
+        assert layers >= 3, "no layers found in the saved image"
+    history = json.dumps(eclient.api.history(ref))
+    attrs = json.dumps(eclient.api.inspect_image(ref))
     assert marker not in history and marker not in attrs, "marker in history, labels or env"
     assert "/run/secrets/pip-ca" in history, "the secret mount is not in the build steps"
 
 
-def test_failure_leaves_tags_and_unrelated_images(six_project, client):
+def test_failure_leaves_tags_and_unrelated_images(six_project, eclient):
     ok = _cli(six_project, "--all")
     assert ok.returncode == 0, ok.stderr[-3000:]
-    before = _image_id(client, f"{REPO}:1.16.0-cpu")
-    alias_before = _image_id(client, f"{REPO}:1.16.0")
+    before = _image_id(eclient, f"{REPO}:1.16.0-cpu")
+    alias_before = _image_id(eclient, f"{REPO}:1.16.0")
     assert before and before == alias_before
     # Break six-1's runtime stage (a pin pip cannot satisfy); change six-2 so it rebuilds.
     text = six_project.read_text().replace(
@@ -102,42 +117,42 @@ def test_failure_leaves_tags_and_unrelated_images(six_project, client):
     assert re.search(r"1\.16\.0-cpu\s+FAILED: build failed .*; log: \S+\.log", proc.stderr), proc.stderr[-2000:]
     log = re.search(r"log: (\S+\.log)", proc.stderr).group(1)
     assert Path(log).is_file() and "0.0.404" in Path(log).read_text(), log
-    assert _image_id(client, f"{REPO}:1.16.0-cpu") == before, "a failed build moved the tag"
-    assert _image_id(client, f"{REPO}:1.16.0") == before, "a failed build moved the alias"
-    assert _image_id(client, f"{REPO}:1.17.0-cpu"), "an unrelated image was not built"
+    assert _image_id(eclient, f"{REPO}:1.16.0-cpu") == before, "a failed build moved the tag"
+    assert _image_id(eclient, f"{REPO}:1.16.0") == before, "a failed build moved the alias"
+    assert _image_id(eclient, f"{REPO}:1.17.0-cpu"), "an unrelated image was not built"
 
 
-def test_interrupt_moves_no_tag_and_the_next_run_resumes(six_project, client):
+def test_interrupt_moves_no_tag_and_the_next_run_resumes(six_project, eclient):
     text = six_project.read_text().replace(
         '      version: "1.17.0"\n',
         f'      version: "1.17.0"\n      constraints: ["six==1.17.0", "setuptools<{1000 + uuid.uuid4().int % 10**9}"]\n')
     six_project.write_text(text)
-    assert _image_id(client, f"{REPO}:1.17.0-cpu") is None
+    assert _image_id(eclient, f"{REPO}:1.17.0-cpu") is None
     argv = [sys.executable, str(ROOT / "build.py"), "--matrix", str(six_project), "--tag", "1.17.0-cpu"]
     proc = subprocess.Popen(argv, cwd=six_project.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True, env=_ENGINE_OF[six_project].environ())
     seen = ""
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         line = proc.stderr.readline()
         seen += line
-        if re.search(r"runtime@\w+ \[\d/\d\] RUN", line):
+        if re.search(r"runtime@\w+ \[(?:\S+ )?\d/\d\] RUN", line):
             break
     # A unique constraint makes a new runtime key: its RUN step must really be running.
-    assert re.search(r"runtime@\w+ \[\d/\d\] RUN", seen), seen[-2000:]
+    assert re.search(r"runtime@\w+ \[(?:\S+ )?\d/\d\] RUN", seen), seen[-2000:]
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     seen += err
     assert proc.returncode == 130, seen[-2000:]
     assert "interrupted: no tag was moved" in seen, seen[-1000:]
-    assert _image_id(client, f"{REPO}:1.17.0-cpu") is None, "a tag landed on a half-built image"
+    assert _image_id(eclient, f"{REPO}:1.17.0-cpu") is None, "a tag landed on a half-built image"
     again = _cli(six_project, "--tag", "1.17.0-cpu")
     assert again.returncode == 0, again.stderr[-3000:]
     assert re.search(r"base@\w+ already built", again.stderr), again.stderr[-2000:]
-    assert _image_id(client, f"{REPO}:1.17.0-cpu")
+    assert _image_id(eclient, f"{REPO}:1.17.0-cpu")
 
 
-def test_existing_keys_skip_buildkit(six_project, client):
+def test_existing_keys_skip_buildkit(six_project, eclient):
     first = _cli(six_project, "--all")
     assert first.returncode == 0, first.stderr[-3000:]
     again = _cli(six_project, "--all", "--json")
@@ -149,19 +164,19 @@ def test_existing_keys_skip_buildkit(six_project, client):
     assert all(s["built"] for s in json.loads(plan.stdout)["stages"])
 
 
-def test_bad_input_creates_no_image(six_project, client):
-    before = {i.id for i in client.images.list(all=True)}
+def test_bad_input_creates_no_image(six_project, eclient):
+    before = {i.id for i in eclient.images.list(all=True)}
     cases = [["--tag", "9.9.9"], ["--tag", "1.16.0-cpu", "--jobs", "0"],
              ["--tag", "1.16.0-cpu", "--ca-bundle", "/nope.pem"]]
     broken = six_project.parent / "broken.yaml"
     broken.write_text(six_project.read_text().replace("framework: [six-1, six-2]", "framework: [six-1, six-3]"))
     cases.append(["--matrix", str(broken), "--all"])
     for args in cases:
-        proc = run_cli(*(["--matrix", str(six_project)] if "--matrix" not in args else []), *args,
-                       cwd=six_project.parent)
+        proc = _ENGINE_OF[six_project].cli(*(["--matrix", str(six_project)] if "--matrix" not in args else []),
+                                           *args, cwd=six_project.parent)
         assert proc.returncode == 2, (args, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1, (args, proc.stderr)
-    assert {i.id for i in client.images.list(all=True)} == before, "bad input created an image"
+    assert {i.id for i in eclient.images.list(all=True)} == before, "bad input created an image"
 
 
 # Label values that Docker's LABEL line would expand, unescape or mangle unless written
@@ -174,7 +189,7 @@ TRICKY_LABELS = {
 }
 
 
-def test_labels_carry_the_matrix_text_exactly(six_project, client):
+def test_labels_carry_the_matrix_text_exactly(six_project, eclient):
     from stagecraft.render import final_labels
     from tests.unit.dockerfile_model import instructions, labels
 
@@ -185,7 +200,7 @@ def test_labels_carry_the_matrix_text_exactly(six_project, client):
     six_project.write_text(text)
     proc = _cli(six_project, "--tag", "1.16.0-cpu")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    got = client.images.get(f"{REPO}:1.16.0-cpu").labels
+    got = eclient.images.get(f"{REPO}:1.16.0-cpu").labels
     assert got["org.opencontainers.image.vendor"] == TRICKY_LABELS["vendor"]
     assert got["org.opencontainers.image.source"] == TRICKY_LABELS["source"]
     # Every label of the tag is the text stagecraft meant, and the test model of
@@ -221,19 +236,22 @@ def _set_names(client, state: dict[str, str | None]) -> None:
 
 
 @pytest.fixture
-def tags_project(project, client):
+def tags_project(project, engine, eclient):
     """The six project under a repository of its own (other runs on this engine use
-    stagecraft-it/six at the same time): (matrix path, repository)."""
+    stagecraft-it/six at the same time), on ``engine``: (matrix path, repository)."""
     repo = f"stagecraft-it/six-tags-{uuid.uuid4().hex[:8]}"
     aliases = ", ".join(['"{{ framework.version }}"'] +
                         [f'"{{{{ framework.version }}}}-a{i}"' for i in range(75)])
     text = (MINIMAL.replace("repository: example/fw", f"repository: {repo}")
             .replace('aliases: ["{{ framework.version }}"]', f"aliases: [{aliases}]"))
-    yield project(text), repo
-    _remove_repository(client, repo)
+    path = project(text)
+    _ENGINE_OF[path] = engine
+    yield path, repo
+    del _ENGINE_OF[path]
+    _remove_repository(eclient, repo)
 
 
-def test_tag_phase_is_all_or_nothing_under_signals(tags_project, client):
+def test_tag_phase_is_all_or_nothing_under_signals(tags_project, eclient):
     """Interrupt `--all` (two images, 77 names each) at many instants around and inside
     the tag phase: afterwards either every name points at its new image or every name is
     as it was (moved back to its old image, or absent again), and the last line says
@@ -250,10 +268,10 @@ def test_tag_phase_is_all_or_nothing_under_signals(tags_project, client):
            for k, (ref, image_id) in enumerate(new.items())}
 
     def run(delay: float, sig: int) -> tuple[int, str, float]:
-        _set_names(client, old)
+        _set_names(eclient, old)
         proc = subprocess.Popen([sys.executable, str(ROOT / "build.py"), "--matrix", str(six_project),
                                  "--all"], cwd=six_project.parent, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True, env=_ENGINE_OF[six_project].environ())
         err = ""
         while "tagging 154 name(s)" not in err:
             line = proc.stderr.readline()
@@ -276,7 +294,7 @@ def test_tag_phase_is_all_or_nothing_under_signals(tags_project, client):
         rc, err, _ = run(delay, sig)
         assert "Traceback" not in err, err[-2000:]
         last = err.strip().splitlines()[-1]
-        now = _names_state(client, list(new))
+        now = _names_state(eclient, list(new))
         moved = [ref for ref in new if now[ref] == new[ref]]
         if len(moved) == len(new):
             outcomes.append("all")
