@@ -77,6 +77,9 @@ def share_base(engine: Engine, base: BaseImage, spec: CacheSpec,
     except BuildError as exc:
         return str(exc)
     finally:
-        engine.untag(where)
+        try:
+            engine.untag(where)  # the base keeps its own name
+        except BuildError:
+            pass
     say(f"base {base.name}: pushed to {where} for other runners")
     return ""

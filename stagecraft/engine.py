@@ -372,13 +372,6 @@ class Engine:
         except docker.errors.DockerException as exc:
             raise BuildError(f"cannot load {path}: {_short(exc)}") from None
 
-    def untag(self, ref: str) -> None:
-        """Remove the name ``ref`` (not the image another name still points at)."""
-        try:
-            self.client.images.remove(ref, noprune=True)
-        except docker.errors.ImageNotFound:
-            pass
-
     def push_image(self, ref: str) -> None:
         """Push ``ref`` with the credentials of the Docker config. Raises BuildError with
         the registry's message (never the credentials)."""
