@@ -47,6 +47,8 @@ class BaseImage:
     include: tuple[str, ...] = ()
     arch: str = ""
     platform: str = ""
+    # matrix.lock's packages of this base: (package, version, sha256), sorted; () unlocked.
+    locked: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def foreign(self) -> bool:
@@ -61,10 +63,14 @@ def host_arch() -> str:
 
 
 def base_image(component: dict[str, Any], source: str | None = None,
-               platform: str = "") -> BaseImage:
+               platform: str = "", locked: dict[str, dict[str, str]] | None = None) -> BaseImage:
     """The base a ``components.base`` entry asks for; ``source`` overrides its own;
     ``platform`` (``linux/arm64``; '' for the host's) picks the Debian architecture a
     bootstrap makes and the platform a pulled index resolves to.
+
+    ``locked``: matrix.lock's packages of this base (``{package: {"version", "sha256"}}``);
+    a bootstrapped base's identity covers them, so a lock upgrade makes a new base, and
+    the bootstrap checks that it installed exactly those.
 
     Raises ``InputError`` when the chosen source has no section in the entry.
     """
@@ -83,12 +89,15 @@ def base_image(component: dict[str, Any], source: str | None = None,
     arch = platforms.get(platform).deb if platform else host_arch()
     include = tuple(sorted(b.get("include", ())))
     variant = b.get("variant", "minbase")
-    h = hashlib.sha256("\0".join([BOOTSTRAP_VERSION, b["suite"], b["mirror"], variant,
-                                  ",".join(include), arch]).encode()).hexdigest()
+    pins = tuple(sorted((p, r["version"], r["sha256"]) for p, r in (locked or {}).items()))
+    parts = [BOOTSTRAP_VERSION, b["suite"], b["mirror"], variant, ",".join(include), arch]
+    if pins:
+        parts.append(" ".join("=".join(p) for p in pins))
+    h = hashlib.sha256("\0".join(parts).encode()).hexdigest()
     ref = f"{BASE_REPOSITORY}/{component['os']}:{b['suite']}-{arch}-{h[:16]}"
     return BaseImage(name=name, source="bootstrap", ref=ref, identity=f"{ref}@{h}",
                      suite=b["suite"], mirror=b["mirror"], variant=variant,
-                     include=include, arch=arch, platform=platform or host)
+                     include=include, arch=arch, platform=platform or host, locked=pins)
 
 
 def ensure_base(engine: Engine, base: BaseImage, log: Callable[[str], None]) -> str:
@@ -131,6 +140,8 @@ def _bootstrap(engine: Engine, base: BaseImage, log: Callable[[str], None]) -> s
         if proc.returncode != 0:
             tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
             raise BuildError(f"debootstrap {base.suite} failed: {' | '.join(tail)}")
+        if base.locked:
+            check_locked_rootfs(rootfs, base)
         # Leave no package caches or lists in the base layer.
         for sub in ("var/cache/apt/archives", "var/lib/apt/lists"):
             for p in (rootfs / sub).glob("*"):
@@ -146,3 +157,35 @@ def _bootstrap(engine: Engine, base: BaseImage, log: Callable[[str], None]) -> s
                                          platform=base.platform if base.foreign else "")
     log(f"base {base.name}: imported as {base.ref}")
     return image_id
+
+
+def check_locked_rootfs(rootfs: Path, base: BaseImage) -> None:
+    """Check a fresh debootstrap against matrix.lock: every .deb it downloaded has the
+    locked SHA-256, and the installed packages are exactly the locked ones at the locked
+    versions. Raises ``BuildError`` naming the package (and both hashes, or both
+    versions; a version the mirror moved past means the lock needs an upgrade)."""
+    from debian.deb822 import Deb822
+
+    want = {p: (v, h) for p, v, h in base.locked}
+    for deb in sorted((rootfs / "var/cache/apt/archives").glob("*.deb")):
+        name, version = deb.name.split("_")[:2]
+        version = version.replace("%3a", ":")
+        got = hashlib.sha256(deb.read_bytes()).hexdigest()
+        wv, wh = want.get(name, ("", ""))
+        if wv == version and got != wh:
+            raise BuildError(f"base {base.name}: hash mismatch for {name} {version}: lock "
+                             f"sha256:{wh}, downloaded sha256:{got}")
+    installed = {}
+    with (rootfs / "var/lib/dpkg/status").open() as f:
+        for para in Deb822.iter_paragraphs(f):
+            if para.get("Status", "").endswith(" installed"):
+                installed[para["Package"]] = para["Version"]
+    upgrade = "run `build.py lock --upgrade` (the mirror serves only the newest version)"
+    for name, (version, _) in sorted(want.items()):
+        if installed.get(name) != version:
+            raise BuildError(f"base {base.name}: {name} {version} is locked but debootstrap "
+                             f"installed {installed.get(name, 'nothing')}; {upgrade}")
+    extra = sorted(set(installed) - set(want))
+    if extra:
+        raise BuildError(f"base {base.name}: debootstrap installed {', '.join(extra[:5])}, "
+                         f"which matrix.lock does not have; {upgrade}")

@@ -367,7 +367,10 @@ def cmd_render(args: argparse.Namespace) -> int:
     if len(chosen) != 1:
         raise InputError.one("render", "render takes exactly one tag", "pass one TAG")
     spec = chosen[0]
-    base = base_image(spec.base, args.base_source or ("pull" if "pull" in spec.base else None))
+    from .lockfile import base_lock
+
+    base = base_image(spec.base, args.base_source or ("pull" if "pull" in spec.base else None),
+                      locked=base_lock(matrix, spec))
     text = full_dockerfile(matrix, spec, base, sourceinfo.revision(matrix.root),
                            sourceinfo.created(matrix.root))
     if args.output:
@@ -384,8 +387,11 @@ def _plan(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace,
 
     wanted = wanted if wanted is not None else _platforms(specs, args)
     specs = [s for s in specs if s.tag in wanted]
+    from .lockfile import base_lock
+
     bases: dict[Any, BaseImage] = {
-        (s.base["name"], p): base_image(s.base, getattr(args, "base_source", None), p)
+        (s.base["name"], p): base_image(s.base, getattr(args, "base_source", None), p,
+                                        locked=base_lock(matrix, s, p))
         for s in specs for p in wanted[s.tag]}
     return make_plan(matrix, specs, bases,
                      sourceinfo.revision(matrix.root), sourceinfo.created(matrix.root),
@@ -691,10 +697,12 @@ def cmd_push(args: argparse.Namespace) -> int:
 
 
 def _bake_plan(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace):
+    from .lockfile import base_lock
     from .plan import make_plan
 
     bases = {s.base["name"]: base_image(s.base, args.base_source or
-                                        ("pull" if "pull" in s.base else None)) for s in specs}
+                                        ("pull" if "pull" in s.base else None),
+                                        locked=base_lock(matrix, s)) for s in specs}
     return make_plan(matrix, specs, bases, sourceinfo.revision(matrix.root),
                      sourceinfo.created(matrix.root))
 

@@ -393,11 +393,47 @@ def failure_reason(lines: list[str]) -> str:
     """The most telling line of a failed build's plain-progress output: the last error
     line printed by the failing step itself (pip's, apt's), else BuildKit's own error,
     without the step prefix; at most 300 characters."""
-    own = [m.group(1) for m in map(_STEP_OUTPUT.match, lines) if m and _STEP_ERROR.search(m.group(1))]
+    out = [m.group(1) for m in map(_STEP_OUTPUT.match, lines) if m]
+    mismatch = _pip_hash_mismatch(out)
+    if mismatch:
+        return mismatch
+    ours = [ln.strip() for ln in out if ln.lstrip().startswith("stagecraft: ")]
+    if ours:  # a check of our own templates said what failed (a locked hash or version)
+        return ours[-1][:300]
+    own = [ln for ln in out if _STEP_ERROR.search(ln)]
     if own:
         return own[-1].strip()[:300]
     kit = [ln for ln in lines if "ERROR" in ln or "error" in ln]
     return (kit[-1] if kit else lines[-1] if lines else "no output").strip()[:300]
+
+
+def _pip_hash_mismatch(out: list[str]) -> str | None:
+    """pip's report of a file whose hash is not the locked one, as one line naming the
+    package and both hashes; None when the output has none. pip prints::
+
+        ERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE. ...
+            numpy==1.26.4 from https://.../numpy-1.26.4-cp311-...whl:
+                Expected sha256 0000...
+                     Got        666d...
+    """
+    start = next((i for i, ln in enumerate(out) if "DO NOT MATCH THE HASHES" in ln), None)
+    if start is None:
+        return None
+    name = expected = got = None
+    for ln in out[start + 1:start + 12]:
+        text = ln.strip()
+        if name is None and " from " in text:
+            name = text.split(" from ", 1)[0]
+        elif text.startswith("Expected sha256 "):
+            expected = text.split()[-1]
+        elif text.startswith("Got ") and expected:
+            got = text.split()[-1]
+            break
+    if not (name and expected and got):
+        return None
+    return (f"hash mismatch for {name}: lock sha256:{expected}, downloaded sha256:{got} "
+            "(a file that is not the locked one; run `build.py lock --upgrade` only if the "
+            "change is expected)")
 
 
 def _short(exc: Exception) -> str:

@@ -354,3 +354,116 @@ def unknown_packages(lock: Lock, names: list[str]) -> list[str]:
     known = {name for name, _ in packages(lock)}
     known_norm = {normalize(k) for k in known}
     return [n for n in names if n not in known and normalize(n) not in known_norm]
+
+
+# ---------------------------------------------------------------------------------------
+# What a stage installs, for rendering.
+
+@dataclass(frozen=True)
+class StageLock:
+    """The locked inputs of one stage of one image, as its template installs them.
+
+    ``apt``: ``(package, version, sha256)`` of every Debian package the stage installs;
+    ``python``: ``(name, version, (sha256, ...))`` of every distribution it installs;
+    ``unresolved``: why its Python set could not be locked (the template then fails the
+    build with that reason), else None.
+    """
+
+    apt: tuple[tuple[str, str, str], ...] = ()
+    python: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    unresolved: str | None = None
+
+    @property
+    def apt_pins(self) -> list[str]:
+        """``package=version`` for apt-get install."""
+        return [f"{p}={v}" for p, v, _ in self.apt]
+
+    @property
+    def apt_sums(self) -> list[str]:
+        """``package version sha256`` lines, what the template checks each .deb against."""
+        return [f"{p} {v} {h}" for p, v, h in self.apt]
+
+    @property
+    def requirements(self) -> list[str]:
+        """pip requirement lines with hashes: ``name==version --hash=sha256:...``."""
+        return [f"{n}=={v} " + " ".join(f"--hash=sha256:{h}" for h in hashes)
+                for n, v, hashes in self.python]
+
+
+_LOADED: dict[tuple[str, int, int], Lock] = {}
+
+
+def load_for(matrix: Matrix) -> Lock | None:
+    """The lock beside ``matrix`` (read once per file version), or None when there is none
+    (such a matrix builds from its version specs, unlocked). Raises ``InputError`` when
+    it is damaged or edited by hand."""
+    path = lock_path(matrix)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key not in _LOADED:
+        _LOADED.clear()
+        _LOADED[key] = read(path)
+    return _LOADED[key]
+
+
+def _entry(lock: Lock, kind: str, key: str, inputs: dict[str, Any], where: str) -> dict[str, Any]:
+    hint = "run `python3 build.py lock` and commit matrix.lock"
+    entry = getattr(lock, kind).get(key)
+    if entry is None:
+        raise InputError.one(where, f"{key}: not locked", hint)
+    if entry["inputs"] != inputs:
+        raise InputError.one(where, f"{key}: locked from other inputs "
+                             f"({_input_diff(entry['inputs'], inputs)})", hint)
+    return entry
+
+
+def stage_lock(matrix: Matrix, spec: ImageSpec, stage: str, platform: str = "") -> StageLock | None:
+    """What ``stage`` of ``spec`` installs on ``platform`` ('' for the image's first)
+    according to the matrix's lock; None when the matrix has no lock. Raises
+    ``InputError`` when the lock does not cover the stage or was made from other inputs
+    (matrix.yaml changed since)."""
+    lock = load_for(matrix)
+    if lock is None:
+        return None
+    where = lock_path(matrix).name
+    if lock.matrix != matrix_identity(matrix):
+        raise InputError.one(where, f"made for another matrix ({lock.matrix.get('repository')!r})",
+                             "run `python3 build.py lock` for this matrix")
+    want = wanted(matrix, [spec])
+    plat = platform or platforms(spec)[0]
+    apt: tuple[tuple[str, str, str], ...] = ()
+    if stage in APT_TABLES and (spec.components.get(APT_TABLES[stage]) or {}).get("apt"):
+        dkey = debian_key(spec, plat)
+        entry = _entry(lock, "debian", dkey, want["debian"][dkey], where)
+        recs = entry["stages"].get(apt_stage_name(spec, stage), {})
+        apt = tuple((p, r["version"], r["sha256"]) for p, r in sorted(recs.items()))
+    pkey = python_key(spec, stage, plat)
+    if pkey is None:
+        return StageLock(apt=apt)
+    entry = _entry(lock, "python", pkey, want["python"][pkey], where)
+    if "unresolved" in entry:
+        return StageLock(apt=apt, unresolved=entry["unresolved"])
+    pkgs = entry["packages"]
+    after = want["python"][pkey]["after"]
+    if after:  # only what the set adds over the one it is resolved over
+        below = _entry(lock, "python", after, want["python"][after], where).get("packages", {})
+        pkgs = {n: r for n, r in pkgs.items() if n not in below}
+    return StageLock(apt=apt, python=tuple(
+        (n, r["version"], tuple(sorted(r["files"].values()))) for n, r in sorted(pkgs.items())))
+
+
+def base_lock(matrix: Matrix, spec: ImageSpec, platform: str = "") -> dict[str, dict[str, str]] | None:
+    """The locked packages of ``spec``'s bootstrapped base (``{package: {"version",
+    "sha256"}}``, the essential set included), or None when the matrix has no lock.
+    Raises ``InputError`` like ``stage_lock``."""
+    lock = load_for(matrix)
+    if lock is None:
+        return None
+    where = lock_path(matrix).name
+    plat = platform or platforms(spec)[0]
+    dkey = debian_key(spec, plat)
+    want = wanted(matrix, [spec])
+    return dict(_entry(lock, "debian", dkey, want["debian"][dkey], where)["base"])

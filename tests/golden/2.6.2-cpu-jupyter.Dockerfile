@@ -18,14 +18,120 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 #   python3: the distro's Python is the one Python in the image
 #   python3-venv: the framework lives in a virtual environment
 #   tini: PID 1: reaps zombies, forwards signals
-# Version globs keep the release's ABI and take its security updates.
+# Exactly the versions of matrix.lock (these and what they pull in), each .deb checked
+# against the lock's SHA-256 before anything is installed.
 RUN apt-get update \
+ && printf '%s\n' \
+      'ca-certificates 20230311+deb12u1 0d5f444f594e48c1e16a41d8fc628a09b24c658916a1274025c2330f2a802bed' \
+      'libexpat1 2.5.0-1+deb12u2 2255e62fc22a86d2c544b8a3f516da9aee19383ad5742722ab4ce7f66a30dbc8' \
+      'libgomp1 12.2.0-14+deb12u1 48fec46bda7f5b1638b9e959889bfbc20491247d402d120bb152687eb48143d7' \
+      'libgssapi-krb5-2 1.20.1-2+deb12u5 d8b87aea91b956b416c01a28c44ff6228315ae3b73de40acddac3dc5043607d2' \
+      'libk5crypto3 1.20.1-2+deb12u5 7b6e47d15c5c9cdcd456137533d8308aeba608a54cec73b28bd59bfc4b54cf06' \
+      'libkeyutils1 1.6.3-2 cfac89e6a7a54ff3c6a4f843310e25efeddaa771baeae470bd98bd588c373563' \
+      'libkrb5-3 1.20.1-2+deb12u5 c90801be09701af221b54dd502a59cb378b7284ff31e480738baca317d2f7653' \
+      'libkrb5support0 1.20.1-2+deb12u5 8b9c05f2d8d461a10d657b118f572af5bf8fd6c8f93dcef81e852c5ab0f428ab' \
+      'libncursesw6 6.4-4 98fa7a53dc565a38b65fb70422ad08001bf5361d8fbc74255280c329996a6bec' \
+      'libnsl2 1.3.0-2 c0d83437fdb016cb289436f49f28a36be44b3e8f1f2498c7e3a095f709c0d6f8' \
+      'libpython3-stdlib 3.11.2-1+b1 4e58891d5c951a1e360ed9eaa814413cb5e84deadce3f08e801ac680434c786e' \
+      'libpython3.11-minimal 3.11.2-6+deb12u8 f3beaa03994ffedacf73c43a0843d53b062d347115d8af65bee2034552a4e6f9' \
+      'libpython3.11-stdlib 3.11.2-6+deb12u8 890b3540dad8a1ccc0deeca025db735bcc82629a76adacbe3b50fcc06ed528ca' \
+      'libreadline8 8.2-1.3 e02ebbd3701cf468dbf98d6d917fbe0325e881f07fe8b316150c8d2a64486e66' \
+      'libsqlite3-0 3.40.1-2+deb12u2 a8d78b40e9b4e422224aeebfe0e4dfc243f6acf3532490b0c05480d4283d41e2' \
+      'libssl3 3.0.20-1~deb12u2 89be24b41bff568ee6e7caf5680a3d808e80315ed92e407056ce0fa7a5bda025' \
+      'libtirpc-common 1.3.3+ds-1 3e3ef129b4bf61513144236e15e1b4ec57fa5ae3dc8a72137abdbefb7a63af85' \
+      'libtirpc3 1.3.3+ds-1 2a46d5a5e9486da11ffeff5740931740d6deae4f92cd6098df060dc5dff1e1c7' \
+      'media-types 10.0.0 aaa46dcb3b39948ae2e0fdb72cfcb2f48c0b59f19785a3da8045c05eb19955dd' \
+      'openssl 3.0.20-1~deb12u2 4d218561dc838de081de97f54584c4a29e77e26c7ed9fe3440d776d8e6071bf9' \
+      'python3 3.11.2-1+b1 33f6dafbd1a6902d9063172ec7dbd4b2225e12009e0d7ec5c933a72c2f5f3b74' \
+      'python3-distutils 3.11.2-3 a620b555f301860a08e30534c7e6f7d79818e5e1977bfec39a612e7003074318' \
+      'python3-lib2to3 3.11.2-3 4e7f5e01e49a0622d10db3d0995666a6ead6a369cd127a996e9a4f9e91696a51' \
+      'python3-minimal 3.11.2-1+b1 30f9618670e686d781afbfc713eb0830c29d2819e9cb2a0488800dad6bb99faa' \
+      'python3-pip-whl 23.0.1+dfsg-1 cc373690a1cb469fb301b9fe0125048e3102f2e365d1b2d27cab091ec89fccdc' \
+      'python3-setuptools-whl 66.1.1-1+deb12u2 0eb54da9f3d47e42a1be5dd8285def8bbc6e2556131b9c4ce3bd781dfc4b425a' \
+      'python3-venv 3.11.2-1+b1 bc6c8b8c15ae53abfac54877fd2c830336112568f40ee57c75d5c78ebcf7f44a' \
+      'python3.11 3.11.2-6+deb12u8 cd7b10c24281416a6acb22cd23ed7391c7dddd4a3d4d4a63d37faa786639b5de' \
+      'python3.11-minimal 3.11.2-6+deb12u8 4aba533f7cc5e7b93b7ff24482840e96813f5bcde9cce028395b65a0d799ccee' \
+      'python3.11-venv 3.11.2-6+deb12u8 1391d405ac12a1bbdd75d36a738ec410e5b01f9e065cc38974d9976a37b59c99' \
+      'readline-common 8.2-1.3 69317523fe56429aa361545416ad339d138c1500e5a604856a80dd9074b4e35c' \
+      'tini 0.19.0-1+b3 7d1947665fa40e55f218fefad773dc6de66458d0b39eaa292cdcadfc7c996632' \
+      > /tmp/stagecraft-apt.lock \
+ && while read -r p v _; do [ -n "$(apt-cache show "$p=$v" 2> /dev/null)" ] \
+      || { echo "stagecraft: $p $v is locked but the mirror no longer serves it; run \`build.py lock --upgrade\`" >&2; exit 1; }; \
+    done < /tmp/stagecraft-apt.lock \
+ && apt-get install -y --no-install-recommends --download-only \
+      'ca-certificates=20230311+deb12u1' \
+      'libexpat1=2.5.0-1+deb12u2' \
+      'libgomp1=12.2.0-14+deb12u1' \
+      'libgssapi-krb5-2=1.20.1-2+deb12u5' \
+      'libk5crypto3=1.20.1-2+deb12u5' \
+      'libkeyutils1=1.6.3-2' \
+      'libkrb5-3=1.20.1-2+deb12u5' \
+      'libkrb5support0=1.20.1-2+deb12u5' \
+      'libncursesw6=6.4-4' \
+      'libnsl2=1.3.0-2' \
+      'libpython3-stdlib=3.11.2-1+b1' \
+      'libpython3.11-minimal=3.11.2-6+deb12u8' \
+      'libpython3.11-stdlib=3.11.2-6+deb12u8' \
+      'libreadline8=8.2-1.3' \
+      'libsqlite3-0=3.40.1-2+deb12u2' \
+      'libssl3=3.0.20-1~deb12u2' \
+      'libtirpc-common=1.3.3+ds-1' \
+      'libtirpc3=1.3.3+ds-1' \
+      'media-types=10.0.0' \
+      'openssl=3.0.20-1~deb12u2' \
+      'python3=3.11.2-1+b1' \
+      'python3-distutils=3.11.2-3' \
+      'python3-lib2to3=3.11.2-3' \
+      'python3-minimal=3.11.2-1+b1' \
+      'python3-pip-whl=23.0.1+dfsg-1' \
+      'python3-setuptools-whl=66.1.1-1+deb12u2' \
+      'python3-venv=3.11.2-1+b1' \
+      'python3.11=3.11.2-6+deb12u8' \
+      'python3.11-minimal=3.11.2-6+deb12u8' \
+      'python3.11-venv=3.11.2-6+deb12u8' \
+      'readline-common=8.2-1.3' \
+      'tini=0.19.0-1+b3' \
+ && for d in /var/cache/apt/archives/*.deb; do \
+      [ -e "$d" ] || continue; \
+      read -r p v <<< "$(dpkg-deb --showformat="\${Package} \${Version}" -W "$d")"; \
+      got="$(sha256sum "$d" | cut -d' ' -f1)"; \
+      want="$(awk -v p="$p" -v v="$v" "\$1 == p && \$2 == v { print \$3 }" /tmp/stagecraft-apt.lock)"; \
+      [ "$got" = "$want" ] || { echo "stagecraft: hash mismatch for $p $v: lock sha256:${want:-none}, downloaded sha256:$got" >&2; exit 1; }; \
+    done \
  && apt-get install -y --no-install-recommends \
-      ca-certificates=2023* \
-      libgomp1=12.2.* \
-      python3=3.11.* \
-      python3-venv=3.11.* \
-      tini=0.19.* \
+      'ca-certificates=20230311+deb12u1' \
+      'libexpat1=2.5.0-1+deb12u2' \
+      'libgomp1=12.2.0-14+deb12u1' \
+      'libgssapi-krb5-2=1.20.1-2+deb12u5' \
+      'libk5crypto3=1.20.1-2+deb12u5' \
+      'libkeyutils1=1.6.3-2' \
+      'libkrb5-3=1.20.1-2+deb12u5' \
+      'libkrb5support0=1.20.1-2+deb12u5' \
+      'libncursesw6=6.4-4' \
+      'libnsl2=1.3.0-2' \
+      'libpython3-stdlib=3.11.2-1+b1' \
+      'libpython3.11-minimal=3.11.2-6+deb12u8' \
+      'libpython3.11-stdlib=3.11.2-6+deb12u8' \
+      'libreadline8=8.2-1.3' \
+      'libsqlite3-0=3.40.1-2+deb12u2' \
+      'libssl3=3.0.20-1~deb12u2' \
+      'libtirpc-common=1.3.3+ds-1' \
+      'libtirpc3=1.3.3+ds-1' \
+      'media-types=10.0.0' \
+      'openssl=3.0.20-1~deb12u2' \
+      'python3=3.11.2-1+b1' \
+      'python3-distutils=3.11.2-3' \
+      'python3-lib2to3=3.11.2-3' \
+      'python3-minimal=3.11.2-1+b1' \
+      'python3-pip-whl=23.0.1+dfsg-1' \
+      'python3-setuptools-whl=66.1.1-1+deb12u2' \
+      'python3-venv=3.11.2-1+b1' \
+      'python3.11=3.11.2-6+deb12u8' \
+      'python3.11-minimal=3.11.2-6+deb12u8' \
+      'python3.11-venv=3.11.2-6+deb12u8' \
+      'readline-common=8.2-1.3' \
+      'tini=0.19.0-1+b3' \
+ && rm -f /tmp/stagecraft-apt.lock \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
            /var/cache/debconf/*-old
@@ -49,14 +155,31 @@ ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # A CA bundle for TLS-intercepting proxies arrives as a BuildKit secret: it is read
 # during this step only and never lands in a layer, the history or a label.
+# Exactly matrix.lock's distributions, each checked against its SHA-256; nothing resolved here.
 RUN --mount=type=secret,id=pip-ca,required=false \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
  && python3 -m venv /opt/venv \
- && printf '%s\n' 'anyio==4.16.0' 'astor==0.8.1' 'certifi==2026.10.19.post1' 'decorator==5.3.1' 'h11==0.16.0' 'httpcore==1.0.9' 'httpx==0.28.1' 'idna==3.20' 'numpy==1.26.4' 'opt-einsum==3.3.0' 'pillow==13.0.0' 'protobuf==3.20.2' 'typing_extensions==4.16.0' > /tmp/constraints.txt \
- && /opt/venv/bin/pip install --no-cache-dir -c /tmp/constraints.txt \
-      'paddlepaddle==2.6.2' \
-      'nvidia-ml-py==13.580.82' \
- && rm -f /tmp/constraints.txt \
+ && printf '%s\n' \
+      'anyio==4.16.0 --hash=sha256:c66ae634e0b8228396b801741beb3294326d4b6102f7bba4041c0dfb58c29026' \
+      'astor==0.8.1 --hash=sha256:070a54e890cefb5b3739d19f30f5a5ec840ffc9c50ffa7d23cc9fc1a38ebbfc5' \
+      'certifi==2026.10.19.post1 --hash=sha256:1324c476b4811eff41a8bc2122cd0bbd4d9c7234c725446d99ab1612b3a7fdd2' \
+      'decorator==5.3.1 --hash=sha256:f47fe6fdbd2edd623ecfe36875d37aba411624e2670dd395dddae1358689bb3c' \
+      'h11==0.16.0 --hash=sha256:63cf8bbe7522de3bf65932fda1d9c2772064ffb3dae62d55932da54b31cb6c86' \
+      'httpcore==1.0.9 --hash=sha256:2d400746a40668fc9dec9810239072b40b4484b640a8c38fd654a024c7a1bf55' \
+      'httpx==0.28.1 --hash=sha256:d909fcccc110f8c7faf814ca82a9a4d816bc5a6dbfea25d6591d6985b8ba59ad' \
+      'idna==3.20 --hash=sha256:ab7ae7122974553370f0bdb919e1a960b2cd1bc1ef0276416d896db81c14582c' \
+      'numpy==1.26.4 --hash=sha256:666dbfb6ec68962c033a450943ded891bed2d54e6755e35e5835d63f4f6931d5' \
+      'nvidia-ml-py==13.580.82 --hash=sha256:4361db337b0c551e2d101936dae2e9a60f957af26818e8c0c3a1f32b8db8d0a7' \
+      'opt-einsum==3.3.0 --hash=sha256:2455e59e3947d3c275477df7f5205b30635e266fe6dc300e3d9f9646bfcea147' \
+      'paddlepaddle==2.6.2 --hash=sha256:b090db204af19c0b1c187a72a2694faa008c22a4405942e8ea3946eae222be33' \
+      'pillow==13.0.0 --hash=sha256:a625df9a2a5597fa5e5266e01aefc82604bb85d291e3547981e863560d75da6c' \
+      'protobuf==3.20.2 --hash=sha256:c9cdf251c582c16fd6a9f5e95836c90828d51b0069ad22f463761d27c6c19019' \
+      'typing-extensions==4.16.0 --hash=sha256:481caa481374e813c1b176ada14e97f1f67a4539ce9cfeb3f350d78d6370c2e8' \
+      > /tmp/requirements.txt \
+ && /opt/venv/bin/pip install --no-cache-dir --require-hashes --no-deps \
+      -r /tmp/requirements.txt \
+ && /opt/venv/bin/pip check \
+ && rm -f /tmp/requirements.txt \
  && check_home="$(mktemp -d)" \
  && HOME="$check_home" TMPDIR="$check_home" /opt/venv/bin/python -c 'import paddle' \
  && rm -rf "$check_home" /tmp/.cache
@@ -202,8 +325,95 @@ RUN --mount=type=secret,id=pip-ca,required=false \
  && awk 'function key(s) { s = tolower(s); sub(/[ =<>!~;@[].*/, "", s); gsub(/[-_.]+/, "-", s); return s }; \
           NR == FNR { seen[key($0)] = 1; print; next }; !(key($0) in seen)' \
         /tmp/runtime-pins.txt /tmp/jupyter-pins.txt > /opt/stagecraft/jupyter-constraints.txt \
- && /opt/venv/bin/pip install --no-cache-dir -c /opt/stagecraft/jupyter-constraints.txt \
-      'jupyterlab==4.6.6' \
+ && printf '%s\n' \
+      'argon2-cffi==25.1.0 --hash=sha256:fdc8b074db390fccb6eb4a3604ae7231f219aa669a2652e0f20e16ba513d5741' \
+      'argon2-cffi-bindings==26.2.0 --hash=sha256:2d475baecbcb506e40ab1cb05a84c9cc913a8950061a4045fd0ec0eb54aa7fa2' \
+      'arrow==1.4.0 --hash=sha256:749f0769958ebdc79c173ff0b0670d59051a535fa26e8eba02953dc19eb43205' \
+      'asttokens==3.0.2 --hash=sha256:9da13157f5b28becde0bd374fc677dcd3c290614264eff096f167c469cd9f933' \
+      'async-lru==2.4.0 --hash=sha256:1b46a96419ef91fe11431d58db98d792c9b4250001427191a40faf1031934212' \
+      'attrs==26.1.0 --hash=sha256:c647aa4a12dfbad9333ca4e71fe62ddc36f4e63b2d260a37a8b83d2f043ac309' \
+      'babel==2.19.0 --hash=sha256:6d49734aed1d595b2c065d012174df8c83964692f26fc461702281634dd7555b' \
+      'beautifulsoup4==4.15.0 --hash=sha256:d6f88de62e1d4e38ecb1077eb9724cd0eff29d2a08ca16a401e9b9e93f117cf9' \
+      'bleach==6.4.0 --hash=sha256:4b6b6a54fff2e69a3dde9d21cc6301220bee3c3cb792187d11403fd795031081' \
+      'cffi==2.1.1 --hash=sha256:34e261f78cb6ceaaa36f42f2613f4380d94d9c759a9c73c769ee6e0247364632' \
+      'charset-normalizer==3.5.3 --hash=sha256:26c6ad87bb79628954b52f8f7b9e18ab5cd9667546712ded9689fb7677e630d6 --hash=sha256:2a6f937e0b70133d1f826d0a253331b6fe1a4c874808cc12e16f2fb8177042f4 --hash=sha256:96e268b0cbda016ac519513294fcd17032264085b600abaac58b93049477e132' \
+      'comm==0.2.3 --hash=sha256:c615d91d75f7f04f095b30d1c1711babd43bdc6419c1be9886a85f2f4e489417' \
+      'debugpy==1.8.22 --hash=sha256:192b73e8d53bbd60225220c0943627bf249ac93d0ea3090e23c45f3e0ceb6a35 --hash=sha256:a9e9d3550e15ca479c59333e90845029190531f0cacfedab3b815a57bd913947' \
+      'defusedxml==0.7.1 --hash=sha256:a352e7e428770286cc899e2542b6cdaedb2b4953ff269a210103ec58f6198a61' \
+      'executing==2.3.0 --hash=sha256:736e859c9f8701f11fcf516856f26f562e04776387824b43a35a1dfe21c84122' \
+      'fastjsonschema==2.22.3 --hash=sha256:f670b443830b75aca3f00b75949efa20f4b2a80302ec7a21505c28dd54cffd43' \
+      'fqdn==1.6.0 --hash=sha256:6c793c312ccfa29981e1135b3ef5e1277ebe639731a6b0f7350d90e96e63f0b4' \
+      'ipykernel==7.4.0 --hash=sha256:a6757f790ddc5a6006b813d82da1a9dbb65b3a00f2b6607df776418c6566ec1c' \
+      'ipython==9.18.1 --hash=sha256:997ce9140d374531a61069c70c0f9ef299d6dd3559ea0f94b8af589726e3c1d5' \
+      'ipython-pygments-lexers==1.1.1 --hash=sha256:a9462224a505ade19a605f71f8fa63c2048833ce50abc86768a0d81d876dc81c' \
+      'isoduration==20.11.0 --hash=sha256:b2904c2a4228c3d44f409c8ae8e2370eb21a26f7ac2ec5446df141dde3452042' \
+      'jedi==0.20.1 --hash=sha256:0fb16d86c4a4c73c37ba518c77419975e30fcc620658a8d14fbb5720cdd34142' \
+      'jinja2==3.1.6 --hash=sha256:85ece4451f492d0c13c5dd7c13a64681a86afae63a5f347908daf103ce6d2f67' \
+      'json5==0.17.3 --hash=sha256:2c8b22a893c35cd6a3c5ccbf1dd1c7d02c25dc1b5897fea658f9bf08c2e05f9a' \
+      'jsonpointer==3.12 --hash=sha256:89f391335ee2719ae72149e1bf30a4d4c7c5d92f15a3f53faa8d20cc7c6c7f19' \
+      'jsonschema==4.26.0 --hash=sha256:d489f15263b8d200f8387e64b4c3a75f06629559fb73deb8fdfb525f2dab50ce' \
+      'jsonschema-specifications==2025.9.1 --hash=sha256:98802fee3a11ee76ecaca44429fda8a41bff98b00a0f2838151b113f210cc6fe' \
+      'jupyter-builder==1.3.0 --hash=sha256:87148399852377bea07ca77660e497b387c365558d187673eeacd583cfd6cf95' \
+      'jupyter-client==8.10.0 --hash=sha256:5f73f24f22fa25192cfff6b23c051932a2473a797b05734aff495b392103e14e' \
+      'jupyter-core==5.9.1 --hash=sha256:ebf87fdc6073d142e114c72c9e29a9d7ca03fad818c5d300ce2adc1fb0743407' \
+      'jupyter-events==0.12.1 --hash=sha256:c366585253f537a627da52fa7ca7410c5b5301fe893f511e7b077c2d93ec8bcf' \
+      'jupyter-lsp==2.3.1 --hash=sha256:71b954d834e85ff3096400554f2eefaf7fe37053036f9a782b0f7c5e42dadb81' \
+      'jupyter-server==2.21.1 --hash=sha256:2a6467606af7dbae2e7e31640030025969e15db6a649eae334af90415dc71dca' \
+      'jupyter-server-terminals==0.5.4 --hash=sha256:55be353fc74a80bc7f3b20e6be50a55a61cd525626f578dcb66a5708e2007d14' \
+      'jupyterlab==4.6.6 --hash=sha256:4261910ccf1ecad6e0b3ca0debe96d4fde9735bfc9707509c125aab850e06b81' \
+      'jupyterlab-pygments==0.3.0 --hash=sha256:841a89020971da1d8693f1a99997aefc5dc424bb1b251fd6322462a1b8842780' \
+      'jupyterlab-server==2.28.1 --hash=sha256:4bd36c7c11d872e15cefa4951e12380a47e6901687165332dd50a007cb367ad9' \
+      'lark==1.3.1 --hash=sha256:c629b661023a014c37da873b4ff58a817398d12635d3bbb2c5a03be7fe5d1e12' \
+      'markupsafe==3.0.4 --hash=sha256:6da83a088f8ef93b2d483a8232a4dbf4d69d3d8496b568a03c56becac43e1808' \
+      'matplotlib-inline==0.2.2 --hash=sha256:3c821cf1c209f59fb2d2d64abbf5b23b67bcb2210d663f9918dd851c6da1fcf6' \
+      'mistune==3.4.0 --hash=sha256:d03cec4c8620f21517a996d82d14f3b59c30d79bda2cc6c56bd32b839f18ce6b' \
+      'nbclient==0.11.0 --hash=sha256:ef7fa0d59d6e1d41103933d8a445a18d5de860ca6b613b87b8574accdb3c2895' \
+      'nbconvert==7.17.2 --hash=sha256:6a143c11c00bf831604da4b1be4347d36ea52367057eb920135d69bc2862fed2' \
+      'nbformat==5.11.1 --hash=sha256:cc6698fa75f4fab8755ead786317815f13a6fee3b53311c0abb1a8b51d52f7ec' \
+      'nest-asyncio2==1.7.4 --hash=sha256:86e77b52c3d1496b294af3c944b44213b9b82a12a5ee590c0acc4ca4692ef6c7' \
+      'notebook-shim==0.2.4 --hash=sha256:411a5be4e9dc882a074ccbcae671eda64cceb068767e9a3419096986560e1cef' \
+      'overrides==7.7.0 --hash=sha256:c7ed9d062f78b8e4c1a7b70bd8796b35ead4d9f510227ef9c5dc7626c60d7e49' \
+      'packaging==26.4 --hash=sha256:81383611a09c1bc0b08b76e0fd5829d7c6824c65b27a6aee339da133f4233ea2' \
+      'pandocfilters==1.5.1 --hash=sha256:93be382804a9cdb0a7267585f157e5d1731bbe5545a85b268d6f5fe6232de2bc' \
+      'parso==0.8.7 --hash=sha256:a8926eb2a1b915486941fdbd31e86a4baf88fe8c210f25f2f35ecec5b574ca1c' \
+      'pexpect==4.9.0 --hash=sha256:7236d1e080e4936be2dc3e326cec0af72acf9212a7e1d060210e70a47e253523' \
+      'platformdirs==4.14.8 --hash=sha256:1e34af590de4d978631b751eb2202f2fee4497537a17c1720b12fcf57b331392' \
+      'prometheus-client==0.26.0 --hash=sha256:fa93d06737aa02bacd05794768508bb97d2fbee28cb3bca04eaae92f0ca953d6' \
+      'prompt-toolkit==3.0.53 --hash=sha256:01c0891d7f9237d5e339f7d3e42cdae80b7534abb1c7c0e3352efba6231492f2' \
+      'psutil==7.2.2 --hash=sha256:076a2d2f923fd4821644f5ba89f059523da90dc9014e85f8e45a5774ca5bc6f9' \
+      'ptyprocess==0.7.0 --hash=sha256:4b41f3967fce3af57cc7e94b888626c18bf37a083e3651ca8feeb66d492fef35' \
+      'pure-eval==0.2.4 --hash=sha256:96cae060a313cfaad51bb761278bfb0e62dc0248d9315a81173752dc546cd37a' \
+      'pycparser==3.12 --hash=sha256:a076f3f489b39b43ed13563a1dafe42447445bec2e294154ec5c57fcdda4c85e' \
+      'pygments==2.21.0 --hash=sha256:2363c69b61c4a97c838da3b130dcd6468f4848992b21a82f2a63ec34377137d9' \
+      'python-dateutil==4.0.0 --hash=sha256:a5e246f79eb80475e691bf93862cead98decd8a498cf53ba0516fcdc0f50dc1c' \
+      'python-json-logger==4.2.0 --hash=sha256:158a52126fcd6869e09574d2b66272666f3dc8f468c62637ef9a1fa883719cb9' \
+      'pyyaml==6.0.4 --hash=sha256:622aa875fa6533f25fedcffe23079357d65a690d462200afed5d8e9d0e01ebee' \
+      'pyzmq==27.3.0 --hash=sha256:477b8ad30d66fc905c5388351e83b9ac25824b00e82c0d052b72ea6392636dfd' \
+      'referencing==0.37.0 --hash=sha256:381329a9f99628c9069361716891d34ad94af76e461dcb0335825aecc7692231' \
+      'requests==2.34.2 --hash=sha256:2a0d60c172f83ac6ab31e4554906c0f3b3588d37b5cb939b1c061f4907e278e0' \
+      'rfc3339-validator==0.1.4 --hash=sha256:24f6ec1eda14ef823da9e36ec7113124b39c04d50a4d3d3a3c2859577e7791fa' \
+      'rfc3986-validator==0.1.1 --hash=sha256:2f235c432ef459970b4306369336b9d5dbdda31b510ca1e327636e01f528bfa9' \
+      'rfc3987-syntax==1.1.0 --hash=sha256:6c3d97604e4c5ce9f714898e05401a0445a641cfa276432b0a648c80856f6a3f' \
+      'rpds-py==2026.9.1 --hash=sha256:136a1c3fe4402b7008bc81cb62ee538481795b61a7e83df88dff3b3f02b726ff' \
+      'send2trash==2.2.0 --hash=sha256:7f540296d59744fbf2f88b0d6f3a484af78c94d3c20e0875a4d5eed61aef037c' \
+      'six==1.17.0 --hash=sha256:4721f391ed90541fddacab5acf947aa0d3dc7d27b2e1e8eda2be8970586c3274' \
+      'soupsieve==2.10 --hash=sha256:8596eb8967d744174820280fa62b4542a2e955bfaccca73ed8a13c6eb8e9b502' \
+      'stack-data==0.6.3 --hash=sha256:d5558e0c25a4cb0853cddad3d77da9891a08cb85dd9f9f91b9f8cd66e511e695' \
+      'terminado==0.18.1 --hash=sha256:a4468e1b37bb318f8a86514f65814e1afc977cf29b3992a4500d9dd305dcceb0' \
+      'tinycss2==1.5.1 --hash=sha256:3415ba0f5839c062696996998176c4a3751d18b7edaaeeb658c9ce21ec150661' \
+      'tornado==6.6.1 --hash=sha256:1b6ff57cc69b339f8feb9e7b567b0e0eacb16bfaf234159496623ef7a67ba640' \
+      'traitlets==5.16.1 --hash=sha256:f775618166caa0396c8e337099240f2bd3e5e917d203b2e6fbe21a58d3cb1f6b' \
+      'tzdata==2026.6 --hash=sha256:0a10eec6e13ef16b627fabed9a5f2ba61a62b1c67f327305f4e7e412a70b4aec' \
+      'uri-template==1.3.0 --hash=sha256:a44a133ea12d44a0c0f06d7d42a52d71282e77e2f937d8abd5655b8d56fc1363' \
+      'urllib3==2.8.0 --hash=sha256:0cf3cae568d36aa9576b28dfb35f11328f1cb974ca7647d9475ebb86c75ac6e3' \
+      'wcwidth==0.9.4 --hash=sha256:901eace6d2dd25ebb917d0ce5db18e5c537e1504c905cf32f0d006c12098b05d --hash=sha256:b185c8b927b23af2721be1783499d1cfa5c028b098b0858951b4ae224477f1c2' \
+      'webcolors==25.10.0 --hash=sha256:032c727334856fc0b968f63daa252a1ac93d33db2f5267756623c210e57a4f1d' \
+      'webencodings==0.6.1 --hash=sha256:7fab6269c8bf237c657876b52058ccb182e861518d1c695c1a9aaa8c1c105d5b' \
+      'websocket-client==1.9.2 --hash=sha256:e1a673830a9c7bfa47b1cd3d5e4178f4c9651d80a4eab02c9c23a1c3ec6250ce' \
+      > /tmp/jupyter-requirements.txt \
+ && /opt/venv/bin/pip install --no-cache-dir --require-hashes --no-deps -r /tmp/jupyter-requirements.txt \
+ && /opt/venv/bin/pip check \
+ && rm -f /tmp/jupyter-requirements.txt \
  && rm -f /tmp/runtime-pins.txt /tmp/jupyter-pins.txt \
  && HOME=/nonexistent /opt/venv/bin/python -c 'import ipykernel, jupyter_server, jupyterlab'
 LABEL io.stagecraft.jupyterlab.version="4.6.6"

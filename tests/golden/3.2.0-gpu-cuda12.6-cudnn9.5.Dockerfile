@@ -18,14 +18,120 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 #   python3: the distro's Python is the one Python in the image
 #   python3-venv: the framework lives in a virtual environment
 #   tini: PID 1: reaps zombies, forwards signals
-# Version globs keep the release's ABI and take its security updates.
+# Exactly the versions of matrix.lock (these and what they pull in), each .deb checked
+# against the lock's SHA-256 before anything is installed.
 RUN apt-get update \
+ && printf '%s\n' \
+      'ca-certificates 20230311+deb12u1 0d5f444f594e48c1e16a41d8fc628a09b24c658916a1274025c2330f2a802bed' \
+      'libexpat1 2.5.0-1+deb12u2 2255e62fc22a86d2c544b8a3f516da9aee19383ad5742722ab4ce7f66a30dbc8' \
+      'libgomp1 12.2.0-14+deb12u1 48fec46bda7f5b1638b9e959889bfbc20491247d402d120bb152687eb48143d7' \
+      'libgssapi-krb5-2 1.20.1-2+deb12u5 d8b87aea91b956b416c01a28c44ff6228315ae3b73de40acddac3dc5043607d2' \
+      'libk5crypto3 1.20.1-2+deb12u5 7b6e47d15c5c9cdcd456137533d8308aeba608a54cec73b28bd59bfc4b54cf06' \
+      'libkeyutils1 1.6.3-2 cfac89e6a7a54ff3c6a4f843310e25efeddaa771baeae470bd98bd588c373563' \
+      'libkrb5-3 1.20.1-2+deb12u5 c90801be09701af221b54dd502a59cb378b7284ff31e480738baca317d2f7653' \
+      'libkrb5support0 1.20.1-2+deb12u5 8b9c05f2d8d461a10d657b118f572af5bf8fd6c8f93dcef81e852c5ab0f428ab' \
+      'libncursesw6 6.4-4 98fa7a53dc565a38b65fb70422ad08001bf5361d8fbc74255280c329996a6bec' \
+      'libnsl2 1.3.0-2 c0d83437fdb016cb289436f49f28a36be44b3e8f1f2498c7e3a095f709c0d6f8' \
+      'libpython3-stdlib 3.11.2-1+b1 4e58891d5c951a1e360ed9eaa814413cb5e84deadce3f08e801ac680434c786e' \
+      'libpython3.11-minimal 3.11.2-6+deb12u8 f3beaa03994ffedacf73c43a0843d53b062d347115d8af65bee2034552a4e6f9' \
+      'libpython3.11-stdlib 3.11.2-6+deb12u8 890b3540dad8a1ccc0deeca025db735bcc82629a76adacbe3b50fcc06ed528ca' \
+      'libreadline8 8.2-1.3 e02ebbd3701cf468dbf98d6d917fbe0325e881f07fe8b316150c8d2a64486e66' \
+      'libsqlite3-0 3.40.1-2+deb12u2 a8d78b40e9b4e422224aeebfe0e4dfc243f6acf3532490b0c05480d4283d41e2' \
+      'libssl3 3.0.20-1~deb12u2 89be24b41bff568ee6e7caf5680a3d808e80315ed92e407056ce0fa7a5bda025' \
+      'libtirpc-common 1.3.3+ds-1 3e3ef129b4bf61513144236e15e1b4ec57fa5ae3dc8a72137abdbefb7a63af85' \
+      'libtirpc3 1.3.3+ds-1 2a46d5a5e9486da11ffeff5740931740d6deae4f92cd6098df060dc5dff1e1c7' \
+      'media-types 10.0.0 aaa46dcb3b39948ae2e0fdb72cfcb2f48c0b59f19785a3da8045c05eb19955dd' \
+      'openssl 3.0.20-1~deb12u2 4d218561dc838de081de97f54584c4a29e77e26c7ed9fe3440d776d8e6071bf9' \
+      'python3 3.11.2-1+b1 33f6dafbd1a6902d9063172ec7dbd4b2225e12009e0d7ec5c933a72c2f5f3b74' \
+      'python3-distutils 3.11.2-3 a620b555f301860a08e30534c7e6f7d79818e5e1977bfec39a612e7003074318' \
+      'python3-lib2to3 3.11.2-3 4e7f5e01e49a0622d10db3d0995666a6ead6a369cd127a996e9a4f9e91696a51' \
+      'python3-minimal 3.11.2-1+b1 30f9618670e686d781afbfc713eb0830c29d2819e9cb2a0488800dad6bb99faa' \
+      'python3-pip-whl 23.0.1+dfsg-1 cc373690a1cb469fb301b9fe0125048e3102f2e365d1b2d27cab091ec89fccdc' \
+      'python3-setuptools-whl 66.1.1-1+deb12u2 0eb54da9f3d47e42a1be5dd8285def8bbc6e2556131b9c4ce3bd781dfc4b425a' \
+      'python3-venv 3.11.2-1+b1 bc6c8b8c15ae53abfac54877fd2c830336112568f40ee57c75d5c78ebcf7f44a' \
+      'python3.11 3.11.2-6+deb12u8 cd7b10c24281416a6acb22cd23ed7391c7dddd4a3d4d4a63d37faa786639b5de' \
+      'python3.11-minimal 3.11.2-6+deb12u8 4aba533f7cc5e7b93b7ff24482840e96813f5bcde9cce028395b65a0d799ccee' \
+      'python3.11-venv 3.11.2-6+deb12u8 1391d405ac12a1bbdd75d36a738ec410e5b01f9e065cc38974d9976a37b59c99' \
+      'readline-common 8.2-1.3 69317523fe56429aa361545416ad339d138c1500e5a604856a80dd9074b4e35c' \
+      'tini 0.19.0-1+b3 7d1947665fa40e55f218fefad773dc6de66458d0b39eaa292cdcadfc7c996632' \
+      > /tmp/stagecraft-apt.lock \
+ && while read -r p v _; do [ -n "$(apt-cache show "$p=$v" 2> /dev/null)" ] \
+      || { echo "stagecraft: $p $v is locked but the mirror no longer serves it; run \`build.py lock --upgrade\`" >&2; exit 1; }; \
+    done < /tmp/stagecraft-apt.lock \
+ && apt-get install -y --no-install-recommends --download-only \
+      'ca-certificates=20230311+deb12u1' \
+      'libexpat1=2.5.0-1+deb12u2' \
+      'libgomp1=12.2.0-14+deb12u1' \
+      'libgssapi-krb5-2=1.20.1-2+deb12u5' \
+      'libk5crypto3=1.20.1-2+deb12u5' \
+      'libkeyutils1=1.6.3-2' \
+      'libkrb5-3=1.20.1-2+deb12u5' \
+      'libkrb5support0=1.20.1-2+deb12u5' \
+      'libncursesw6=6.4-4' \
+      'libnsl2=1.3.0-2' \
+      'libpython3-stdlib=3.11.2-1+b1' \
+      'libpython3.11-minimal=3.11.2-6+deb12u8' \
+      'libpython3.11-stdlib=3.11.2-6+deb12u8' \
+      'libreadline8=8.2-1.3' \
+      'libsqlite3-0=3.40.1-2+deb12u2' \
+      'libssl3=3.0.20-1~deb12u2' \
+      'libtirpc-common=1.3.3+ds-1' \
+      'libtirpc3=1.3.3+ds-1' \
+      'media-types=10.0.0' \
+      'openssl=3.0.20-1~deb12u2' \
+      'python3=3.11.2-1+b1' \
+      'python3-distutils=3.11.2-3' \
+      'python3-lib2to3=3.11.2-3' \
+      'python3-minimal=3.11.2-1+b1' \
+      'python3-pip-whl=23.0.1+dfsg-1' \
+      'python3-setuptools-whl=66.1.1-1+deb12u2' \
+      'python3-venv=3.11.2-1+b1' \
+      'python3.11=3.11.2-6+deb12u8' \
+      'python3.11-minimal=3.11.2-6+deb12u8' \
+      'python3.11-venv=3.11.2-6+deb12u8' \
+      'readline-common=8.2-1.3' \
+      'tini=0.19.0-1+b3' \
+ && for d in /var/cache/apt/archives/*.deb; do \
+      [ -e "$d" ] || continue; \
+      read -r p v <<< "$(dpkg-deb --showformat="\${Package} \${Version}" -W "$d")"; \
+      got="$(sha256sum "$d" | cut -d' ' -f1)"; \
+      want="$(awk -v p="$p" -v v="$v" "\$1 == p && \$2 == v { print \$3 }" /tmp/stagecraft-apt.lock)"; \
+      [ "$got" = "$want" ] || { echo "stagecraft: hash mismatch for $p $v: lock sha256:${want:-none}, downloaded sha256:$got" >&2; exit 1; }; \
+    done \
  && apt-get install -y --no-install-recommends \
-      ca-certificates=2023* \
-      libgomp1=12.2.* \
-      python3=3.11.* \
-      python3-venv=3.11.* \
-      tini=0.19.* \
+      'ca-certificates=20230311+deb12u1' \
+      'libexpat1=2.5.0-1+deb12u2' \
+      'libgomp1=12.2.0-14+deb12u1' \
+      'libgssapi-krb5-2=1.20.1-2+deb12u5' \
+      'libk5crypto3=1.20.1-2+deb12u5' \
+      'libkeyutils1=1.6.3-2' \
+      'libkrb5-3=1.20.1-2+deb12u5' \
+      'libkrb5support0=1.20.1-2+deb12u5' \
+      'libncursesw6=6.4-4' \
+      'libnsl2=1.3.0-2' \
+      'libpython3-stdlib=3.11.2-1+b1' \
+      'libpython3.11-minimal=3.11.2-6+deb12u8' \
+      'libpython3.11-stdlib=3.11.2-6+deb12u8' \
+      'libreadline8=8.2-1.3' \
+      'libsqlite3-0=3.40.1-2+deb12u2' \
+      'libssl3=3.0.20-1~deb12u2' \
+      'libtirpc-common=1.3.3+ds-1' \
+      'libtirpc3=1.3.3+ds-1' \
+      'media-types=10.0.0' \
+      'openssl=3.0.20-1~deb12u2' \
+      'python3=3.11.2-1+b1' \
+      'python3-distutils=3.11.2-3' \
+      'python3-lib2to3=3.11.2-3' \
+      'python3-minimal=3.11.2-1+b1' \
+      'python3-pip-whl=23.0.1+dfsg-1' \
+      'python3-setuptools-whl=66.1.1-1+deb12u2' \
+      'python3-venv=3.11.2-1+b1' \
+      'python3.11=3.11.2-6+deb12u8' \
+      'python3.11-minimal=3.11.2-6+deb12u8' \
+      'python3.11-venv=3.11.2-6+deb12u8' \
+      'readline-common=8.2-1.3' \
+      'tini=0.19.0-1+b3' \
+ && rm -f /tmp/stagecraft-apt.lock \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
            /var/cache/debconf/*-old
@@ -52,18 +158,21 @@ FROM base AS cuda
 RUN --mount=type=secret,id=pip-ca,required=false \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
  && python3 -m venv /tmp/fetch \
- && /tmp/fetch/bin/pip download --no-cache-dir --no-deps --only-binary=:all: --dest /tmp/wheels \
-      'nvidia-cublas-cu12==12.6.4.1' \
-      'nvidia-cuda-cupti-cu12==12.6.80' \
-      'nvidia-cuda-nvrtc-cu12==12.6.77' \
-      'nvidia-cuda-runtime-cu12==12.6.77' \
-      'nvidia-cudnn-cu12==9.5.1.17' \
-      'nvidia-cufft-cu12==11.3.0.4' \
-      'nvidia-curand-cu12==10.3.7.77' \
-      'nvidia-cusolver-cu12==11.7.1.2' \
-      'nvidia-cusparse-cu12==12.5.4.2' \
-      'nvidia-nvjitlink-cu12==12.6.85' \
-      'nvidia-nvtx-cu12==12.6.77' \
+ && printf '%s\n' \
+      'nvidia-cublas-cu12==12.6.4.1 --hash=sha256:08ed2686e9875d01b58e3cb379c6896df8e76c75e0d4a7f7dace3d7b6d9ef8eb' \
+      'nvidia-cuda-cupti-cu12==12.6.80 --hash=sha256:6768bad6cab4f19e8292125e5f1ac8aa7d1718704012a0e3272a6f61c4bce132 --hash=sha256:a3eff6cdfcc6a4c35db968a06fcadb061cbc7d6dde548609a941ff8701b98b73' \
+      'nvidia-cuda-nvrtc-cu12==12.6.77 --hash=sha256:35b0cc6ee3a9636d5409133e79273ce1f3fd087abb0532d2d2e8fff1fe9efc53' \
+      'nvidia-cuda-runtime-cu12==12.6.77 --hash=sha256:a84d15d5e1da416dd4774cb42edf5e954a3e60cc945698dc1d5be02321c44dc8 --hash=sha256:ba3b56a4f896141e25e19ab287cd71e52a6a0f4b29d0d31609f60e3b4d5219b7' \
+      'nvidia-cudnn-cu12==9.5.1.17 --hash=sha256:30ac3869f6db17d170e0e556dd6cc5eee02647abc31ca856634d5a40f82c15b2' \
+      'nvidia-cufft-cu12==11.3.0.4 --hash=sha256:768160ac89f6f7b459bee747e8d175dbf53619cfe74b2a5636264163138013ca --hash=sha256:ccba62eb9cef5559abd5e0d54ceed2d9934030f51163df018532142a8ec533e5' \
+      'nvidia-curand-cu12==10.3.7.77 --hash=sha256:99f1a32f1ac2bd134897fc7a203f779303261268a65762a623bf30cc9fe79117 --hash=sha256:a42cd1344297f70b9e39a1e4f467a4e1c10f1da54ff7a85c12197f6c652c8bdf' \
+      'nvidia-cusolver-cu12==11.7.1.2 --hash=sha256:6cf28f17f64107a0c4d7802be5ff5537b2130bfc112f25d5a30df227058ca0e6 --hash=sha256:e9e49843a7707e42022babb9bcfa33c29857a93b88020c4e4434656a655b698c' \
+      'nvidia-cusparse-cu12==12.5.4.2 --hash=sha256:23749a6571191a215cb74d1cdbff4a86e7b19f1200c071b3fcf844a5bea23a2f --hash=sha256:7556d9eca156e18184b94947ade0fba5bb47d69cec46bf8660fd2c71a4b48b73' \
+      'nvidia-nvjitlink-cu12==12.6.85 --hash=sha256:eedc36df9e88b682efe4309aa16b5b4e78c2407eac59e8c10a6a47535164369a' \
+      'nvidia-nvtx-cu12==12.6.77 --hash=sha256:6574241a3ec5fdc9334353ab8c479fe75841dbe8f4532a8fc97ce63503330ba1 --hash=sha256:b90bed3df379fa79afbd21be8e04a0314336b8ae16768b58f2d34cb1d04cd7d2' \
+      > /tmp/wheels.txt \
+ && /tmp/fetch/bin/pip download --no-cache-dir --no-deps --only-binary=:all: --require-hashes \
+      --dest /tmp/wheels -r /tmp/wheels.txt \
  && mkdir -p /usr/local/cuda-12.6/lib64 /tmp/unpacked \
  && for w in /tmp/wheels/*.whl; do /tmp/fetch/bin/python -m zipfile -e "$w" /tmp/unpacked; done \
  && find /tmp/unpacked/nvidia -path '*/lib/*.so*' -type f -exec mv -t /usr/local/cuda-12.6/lib64 {} + \
@@ -93,8 +202,11 @@ FROM cuda AS accel
 RUN --mount=type=secret,id=pip-ca,required=false \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
  && python3 -m venv /tmp/fetch \
- && /tmp/fetch/bin/pip download --no-cache-dir --no-deps --only-binary=:all: --dest /tmp/wheels \
-      'nvidia-nccl-cu12==2.21.5' \
+ && printf '%s\n' \
+      'nvidia-nccl-cu12==2.21.5 --hash=sha256:8579076d30a8c24988834445f8d633c697d42397e92ffc3f63fa26766d25e0a0' \
+      > /tmp/wheels.txt \
+ && /tmp/fetch/bin/pip download --no-cache-dir --no-deps --only-binary=:all: --require-hashes \
+      --dest /tmp/wheels -r /tmp/wheels.txt \
  && mkdir -p /tmp/unpacked \
  && for w in /tmp/wheels/*.whl; do /tmp/fetch/bin/python -m zipfile -e "$w" /tmp/unpacked; done \
  && find /tmp/unpacked -path '*/lib/*.so*' -type f -exec mv -t /usr/local/cuda-12.6/lib64 {} + \
@@ -112,15 +224,8 @@ ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # A CA bundle for TLS-intercepting proxies arrives as a BuildKit secret: it is read
 # during this step only and never lands in a layer, the history or a label.
-RUN --mount=type=secret,id=pip-ca,required=false \
-    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
- && python3 -m venv /opt/venv \
- && printf '%s\n' 'numpy==2.3.5' > /tmp/constraints.txt \
- && /opt/venv/bin/pip install --no-cache-dir -c /tmp/constraints.txt \
-      --index-url 'https://www.paddlepaddle.org.cn/packages/stable/cu126/' --extra-index-url https://pypi.org/simple \
-      'paddlepaddle-gpu==3.2.0' \
-      'nvidia-ml-py==13.580.82' \
- && rm -f /tmp/constraints.txt \
+RUN echo 'stagecraft: not locked: paddlepaddle-gpu==3.2.0 not found on https://www.paddlepaddle.org.cn/packages/stable/cu126/ when this lock was made; run build.py lock where that index is reachable' >&2 \
+ && exit 1 \
  && check_home="$(mktemp -d)" \
  && HOME="$check_home" TMPDIR="$check_home" /opt/venv/bin/python -c 'import paddle' \
  && rm -rf "$check_home" /tmp/.cache

@@ -18,14 +18,90 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 #   python3: the distro's Python is the one Python in the image
 #   python3-venv: the framework lives in a virtual environment
 #   tini: PID 1: reaps zombies, forwards signals
-# Version globs keep the release's ABI and take its security updates.
+# Exactly the versions of matrix.lock (these and what they pull in), each .deb checked
+# against the lock's SHA-256 before anything is installed.
 RUN apt-get update \
+ && printf '%s\n' \
+      'ca-certificates 20250419+deb13u1 c10585ac22c7f617a73d394eea29ba71d0356f350ae973b19043d1b017f80f54' \
+      'libexpat1 2.9.0-1~deb13u1 feff874772cae904ae4d24e917b35664952bec4b4ae9100a4edda5a7fa746832' \
+      'libffi8 3.4.8-2 0ebdc340de33333639c3c63874cd4b15ac2e83dfa1ef3053b7eefaf4919f4f68' \
+      'libgomp1 14.2.0-19 72b7a1a33c48f3195efeb044111b34ae684b1e640bb6495c832443b798601cd5' \
+      'libncursesw6 6.5+20250216-2 47baa2e11579583654583a066b69bd5a5d2f22423081f707ed6c0c3ba6d538b7' \
+      'libpython3-stdlib 3.13.5-1 7e142ed64a81ccdd39714f213467bd365736ef341adb2be11be981f638b9175f' \
+      'libpython3.13-minimal 3.13.5-2+deb13u5 a4aa6a9a8c77f87bfe545e1d14ec42c001d189ace90e3aa75deec882b39dee49' \
+      'libpython3.13-stdlib 3.13.5-2+deb13u5 db161322a3481d2c0c3b9a3b9a03c3ab0e2b1718f54b88755fb4a3f939165b84' \
+      'libreadline8t64 8.2-6 eeadf2b5e755c9f183883feea2d9b5b28560284275d5f54d3e55d0923b1d0967' \
+      'media-types 13.0.0 0788e4b0b72db1bcf74a19cb24c3511e7770ad0b341f0f30e361701c3072f53e' \
+      'netbase 6.5 76bafa92947ebd37b0a6f9ec6570412041f56edebc1c66d323731216d318471e' \
+      'openssl 3.5.9-1~deb13u1 faf53a993766c81f94f35b6a31202f0dcd936e1529791790a393aa59f41c0993' \
+      'python3 3.13.5-1 c1388174dc7140e6c19a6dd39f8a0dcb38a835cd66c65644e0dded43d5223cb0' \
+      'python3-minimal 3.13.5-1 a5d2371bebf3689f676e3f3bae800371bcc4392a8a51269e23d528249b399615' \
+      'python3-pip-whl 25.1.1+dfsg-1 e65351935aa4af2b10ae2abb5744f5059e9abad51aea6cd0cb825702010763f7' \
+      'python3-setuptools-whl 78.1.1-0.1 0caf134e73ab90ffeaa5ce2529d73ea7d48078b2a9251ed9d1b7b514a61e9483' \
+      'python3-venv 3.13.5-1 744ea5038e645ed22299e1bca47f76169b5665dd640df3492bdd1e21eba6cb76' \
+      'python3.13 3.13.5-2+deb13u5 460c1fd72845516ac3ce9d1686916f3ab2e4c86f8a9746e14d26243a47e2b98d' \
+      'python3.13-minimal 3.13.5-2+deb13u5 c1fda9e7b1bf15b2fa75a238d8a8710e142fe14c722fc650c5fc614f078c9073' \
+      'python3.13-venv 3.13.5-2+deb13u5 b079db533ff9d9d11585d06c3b2a5c034d01453a1e915502ffece42fb0ce4a3f' \
+      'readline-common 8.2-6 f77e8aa0bf0de618f11cb0b21658a4ed60f177d63b3cf26d7fc3706b6d0eaaa9' \
+      'tini 0.19.0-3+b8 a443b12107331f67836a64cb6efe1dd92d2765e15568eb4567dccb409a8cd2a0' \
+      > /tmp/stagecraft-apt.lock \
+ && while read -r p v _; do [ -n "$(apt-cache show "$p=$v" 2> /dev/null)" ] \
+      || { echo "stagecraft: $p $v is locked but the mirror no longer serves it; run \`build.py lock --upgrade\`" >&2; exit 1; }; \
+    done < /tmp/stagecraft-apt.lock \
+ && apt-get install -y --no-install-recommends --download-only \
+      'ca-certificates=20250419+deb13u1' \
+      'libexpat1=2.9.0-1~deb13u1' \
+      'libffi8=3.4.8-2' \
+      'libgomp1=14.2.0-19' \
+      'libncursesw6=6.5+20250216-2' \
+      'libpython3-stdlib=3.13.5-1' \
+      'libpython3.13-minimal=3.13.5-2+deb13u5' \
+      'libpython3.13-stdlib=3.13.5-2+deb13u5' \
+      'libreadline8t64=8.2-6' \
+      'media-types=13.0.0' \
+      'netbase=6.5' \
+      'openssl=3.5.9-1~deb13u1' \
+      'python3=3.13.5-1' \
+      'python3-minimal=3.13.5-1' \
+      'python3-pip-whl=25.1.1+dfsg-1' \
+      'python3-setuptools-whl=78.1.1-0.1' \
+      'python3-venv=3.13.5-1' \
+      'python3.13=3.13.5-2+deb13u5' \
+      'python3.13-minimal=3.13.5-2+deb13u5' \
+      'python3.13-venv=3.13.5-2+deb13u5' \
+      'readline-common=8.2-6' \
+      'tini=0.19.0-3+b8' \
+ && for d in /var/cache/apt/archives/*.deb; do \
+      [ -e "$d" ] || continue; \
+      read -r p v <<< "$(dpkg-deb --showformat="\${Package} \${Version}" -W "$d")"; \
+      got="$(sha256sum "$d" | cut -d' ' -f1)"; \
+      want="$(awk -v p="$p" -v v="$v" "\$1 == p && \$2 == v { print \$3 }" /tmp/stagecraft-apt.lock)"; \
+      [ "$got" = "$want" ] || { echo "stagecraft: hash mismatch for $p $v: lock sha256:${want:-none}, downloaded sha256:$got" >&2; exit 1; }; \
+    done \
  && apt-get install -y --no-install-recommends \
-      ca-certificates=2025* \
-      libgomp1=14.2.* \
-      python3=3.13.* \
-      python3-venv=3.13.* \
-      tini=0.19.* \
+      'ca-certificates=20250419+deb13u1' \
+      'libexpat1=2.9.0-1~deb13u1' \
+      'libffi8=3.4.8-2' \
+      'libgomp1=14.2.0-19' \
+      'libncursesw6=6.5+20250216-2' \
+      'libpython3-stdlib=3.13.5-1' \
+      'libpython3.13-minimal=3.13.5-2+deb13u5' \
+      'libpython3.13-stdlib=3.13.5-2+deb13u5' \
+      'libreadline8t64=8.2-6' \
+      'media-types=13.0.0' \
+      'netbase=6.5' \
+      'openssl=3.5.9-1~deb13u1' \
+      'python3=3.13.5-1' \
+      'python3-minimal=3.13.5-1' \
+      'python3-pip-whl=25.1.1+dfsg-1' \
+      'python3-setuptools-whl=78.1.1-0.1' \
+      'python3-venv=3.13.5-1' \
+      'python3.13=3.13.5-2+deb13u5' \
+      'python3.13-minimal=3.13.5-2+deb13u5' \
+      'python3.13-venv=3.13.5-2+deb13u5' \
+      'readline-common=8.2-6' \
+      'tini=0.19.0-3+b8' \
+ && rm -f /tmp/stagecraft-apt.lock \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
            /var/cache/debconf/*-old
@@ -49,14 +125,32 @@ ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # A CA bundle for TLS-intercepting proxies arrives as a BuildKit secret: it is read
 # during this step only and never lands in a layer, the history or a label.
+# Exactly matrix.lock's distributions, each checked against its SHA-256; nothing resolved here.
 RUN --mount=type=secret,id=pip-ca,required=false \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
  && python3 -m venv /opt/venv \
- && printf '%s\n' 'anyio==4.16.0' 'certifi==2026.10.19.post1' 'h11==0.16.0' 'httpcore==1.0.9' 'httpx==0.28.1' 'idna==3.20' 'networkx==3.6.1' 'numpy==2.3.5' 'opt-einsum==3.3.0' 'pillow==13.0.0' 'protobuf==7.36.2' 'safetensors==0.8.0' 'typing_extensions==4.16.0' > /tmp/constraints.txt \
- && /opt/venv/bin/pip install --no-cache-dir -c /tmp/constraints.txt \
-      'paddlepaddle==3.3.1' \
-      'nvidia-ml-py==13.580.82' \
- && rm -f /tmp/constraints.txt \
+ && printf '%s\n' \
+      'anyio==4.16.0 --hash=sha256:c66ae634e0b8228396b801741beb3294326d4b6102f7bba4041c0dfb58c29026' \
+      'certifi==2026.10.19.post1 --hash=sha256:1324c476b4811eff41a8bc2122cd0bbd4d9c7234c725446d99ab1612b3a7fdd2' \
+      'h11==0.16.0 --hash=sha256:63cf8bbe7522de3bf65932fda1d9c2772064ffb3dae62d55932da54b31cb6c86' \
+      'httpcore==1.0.9 --hash=sha256:2d400746a40668fc9dec9810239072b40b4484b640a8c38fd654a024c7a1bf55' \
+      'httpx==0.28.1 --hash=sha256:d909fcccc110f8c7faf814ca82a9a4d816bc5a6dbfea25d6591d6985b8ba59ad' \
+      'idna==3.20 --hash=sha256:ab7ae7122974553370f0bdb919e1a960b2cd1bc1ef0276416d896db81c14582c' \
+      'networkx==3.6.1 --hash=sha256:d47fbf302e7d9cbbb9e2555a0d267983d2aa476bac30e90dfbe5669bd57f3762' \
+      'numpy==2.3.5 --hash=sha256:11e06aa0af8c0f05104d56450d6093ee639e15f24ecf62d417329d06e522e017' \
+      'nvidia-ml-py==13.580.82 --hash=sha256:4361db337b0c551e2d101936dae2e9a60f957af26818e8c0c3a1f32b8db8d0a7' \
+      'opt-einsum==3.3.0 --hash=sha256:2455e59e3947d3c275477df7f5205b30635e266fe6dc300e3d9f9646bfcea147' \
+      'paddlepaddle==3.3.1 --hash=sha256:4f28038427649bb2fcfd4d52efa85ed8311df19122b4ebedc942484a0b57b032' \
+      'pillow==13.0.0 --hash=sha256:5f56499c1a74d2b862beb0c33b8016f99d095858455df9d21583bbbc1c15b582' \
+      'protobuf==7.36.2 --hash=sha256:89f23aa53c24553a2416fd4fd1ec06f74fa42b14b546d8883128813f775bbfd2 --hash=sha256:bdb3a345d48db958e6ce1f18e508beb0cc981d64f24088427549c866cd039f1e' \
+      'safetensors==0.8.0 --hash=sha256:fd6f3f93c9a0a7cc2788ee63fb763353d4bd2e89b0751bc78fcf7dda00bea774' \
+      'setuptools==84.2.1 --hash=sha256:ca140b45d5325a9478f880e351484f62fef15f336462e449ca0c03c873d589c2' \
+      'typing-extensions==4.16.0 --hash=sha256:481caa481374e813c1b176ada14e97f1f67a4539ce9cfeb3f350d78d6370c2e8' \
+      > /tmp/requirements.txt \
+ && /opt/venv/bin/pip install --no-cache-dir --require-hashes --no-deps \
+      -r /tmp/requirements.txt \
+ && /opt/venv/bin/pip check \
+ && rm -f /tmp/requirements.txt \
  && check_home="$(mktemp -d)" \
  && HOME="$check_home" TMPDIR="$check_home" /opt/venv/bin/python -c 'import paddle' \
  && rm -rf "$check_home" /tmp/.cache

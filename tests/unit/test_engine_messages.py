@@ -45,3 +45,30 @@ def test_index_preflight():
         assert index_reachable(f"http://127.0.0.1:{server.server_port}/simple/", None) == ""
     finally:
         server.shutdown()
+
+
+# pip 23's report of a file that is not the locked one (pip install --require-hashes).
+PIP_HASH_FAILURE = """\
+#6 [2/4] RUN --mount=type=secret,id=pip-ca,required=false ...
+#6 4.20 Collecting paddlepaddle==2.6.2
+#6 9.80 ERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE. If you have updated the package versions, please update the hashes. Otherwise, examine the package contents carefully; someone may have tampered with them.
+#6 9.80     paddlepaddle==2.6.2 from https://files.pythonhosted.org/packages/54/07/paddlepaddle-2.6.2-cp311-cp311-manylinux1_x86_64.whl:
+#6 9.80         Expected sha256 0000000000000000000000000000000000000000000000000000000000000000
+#6 9.80              Got        b090db204af19c0b1c187a72a2694faa008c22a4405942e8ea3946eae222be33
+#6 9.80
+#6 ERROR: executor failed running [/bin/bash -o pipefail -c ...]: exit code: 1""".splitlines()
+
+
+def test_failure_reason_names_the_package_and_both_hashes():
+    assert failure_reason(PIP_HASH_FAILURE).startswith(
+        "hash mismatch for paddlepaddle==2.6.2: lock sha256:" + "0" * 64 +
+        ", downloaded sha256:b090db204af19c0b1c187a72a2694faa008c22a4405942e8ea3946eae222be33")
+
+
+def test_failure_reason_prefers_our_own_check():
+    lines = ["#5 [2/3] RUN apt-get update ...",
+             "#5 7.1 E: Some index files failed to download. They have been ignored.",
+             "#5 9.3 stagecraft: tini 0.19.0-1+b3 is locked but the mirror no longer serves it; "
+             "run `build.py lock --upgrade`",
+             "#5 ERROR: executor failed running [...]: exit code: 1"]
+    assert failure_reason(lines).startswith("stagecraft: tini 0.19.0-1+b3 is locked")
