@@ -5,7 +5,9 @@ run ``pytest`` with ``--hosts=docker://<container>`` over the suites its stages 
 framework declare, with the image's expectations (from matrix.yaml) in a JSON file
 given by ``--stagecraft-spec``; remove the container whatever happens. The result is
 recorded under ``<state>/test-records/<image id>.json``, keyed by image id, so that
-publishing can refuse an image whose current id has not passed.
+publishing can refuse an image whose current id has not passed. Before the suites run, the
+image's CycloneDX SBOM is read from the image and written to ``<state>/sbom/<image
+id>.cdx.json``; the SBOM suite checks it against what is installed.
 """
 
 from __future__ import annotations
@@ -78,6 +80,29 @@ def combine(results: list[TestResult], image_id: str) -> TestResult:
                       platform=",".join(r.platform for r in results))
 
 
+def sbom_path(state_dir: Path, image_id: str) -> Path:
+    """Where the CycloneDX SBOM of ``image_id`` lives."""
+    return state_dir / "sbom" / f"{image_id.replace(':', '-')}.cdx.json"
+
+
+def write_sbom(engine: Engine, matrix: Matrix, spec: ImageSpec, ref: str, image_id: str,
+               state_dir: Path) -> Path:
+    """Read what image ``image_id`` has installed and write its CycloneDX SBOM (with
+    matrix.lock's hashes) to the state dir; returns the path."""
+    from . import lockfile, sbom
+
+    attrs = engine.inspect(image_id)
+    labels = (attrs.get("Config") or {}).get("Labels") or {}
+    created = labels.get("org.opencontainers.image.created") or attrs.get("Created", "")[:19] + "Z"
+    inv = sbom.inventory(engine, image_id)
+    text = sbom.make_bom(inv, lockfile.load_for(matrix), ref, image_id, created,
+                         f"{spec.base['os']}-{spec.base['version']}")
+    path = sbom_path(state_dir, image_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
 def record_path(state_dir: Path, image_id: str) -> Path:
     """Where the test record of ``image_id`` lives."""
     return state_dir / "test-records" / f"{image_id.replace(':', '-')}.json"
@@ -122,12 +147,14 @@ def run_suites(engine: Engine, matrix: Matrix, spec: ImageSpec, ref: str,
     reports = state_dir / "test-reports"
     reports.mkdir(parents=True, exist_ok=True)
     junit = reports / f"{spec.tag}{'' if platform == host_platform() else '@' + platform.replace('/', '-')}.xml"
+    sbom = write_sbom(engine, matrix, spec, ref, image_id, state_dir)
     container = engine.client.containers.run(
         image_id, command=["sleep", "infinity"], name=name, detach=True,
         labels={"io.stagecraft.test": spec.tag}, environment={"STAGECRAFT_QUIET": "1"})
     try:
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-            json.dump(expectations(matrix, spec, ref, image_id, platform), f, sort_keys=True)
+            json.dump({**expectations(matrix, spec, ref, image_id, platform), "sbom": str(sbom)},
+                      f, sort_keys=True)
             spec_file = f.name
         argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
                 f"--rootdir={matrix.root}", f"--hosts=docker://{container.id}",
