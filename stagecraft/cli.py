@@ -21,6 +21,7 @@ options.
                                                   push tested images, then their aliases
     python build.py matrix [--format github|json] the CI job matrix (one entry per tag)
     python build.py bake [-o docker-bake.json]    a bake file: each stage a target
+    python build.py verify REF --key cosign.pub  signature, SBOM and test record of a pushed digest
     python build.py lock [--check | --upgrade [PACKAGE ...]]
                                                   matrix.lock: every input by version and SHA-256
 
@@ -203,6 +204,10 @@ def _registry(p: argparse.ArgumentParser) -> None:
 def _push_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--retries", type=int, default=3,
                    help="retries of a transient push failure, with backoff (default: 3)")
+    p.add_argument("--sign-key", metavar="PATH",
+                   help="cosign private key (password in COSIGN_PASSWORD): sign each pushed "
+                        "digest, attest its SBOM and test record, attach the SBOM (default: "
+                        "$STAGECRAFT_COSIGN_KEY; none: pushed unsigned)")
 
 
 def _build_options(p: argparse.ArgumentParser) -> None:
@@ -220,6 +225,11 @@ def _build_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--push", action="store_true",
                    help="after building and testing (implies --test), push what passed "
                         "(--registry or registry: in matrix.yaml)")
+
+
+def _verify_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("ref", metavar="REF", help="HOST[:PORT]/REPO:TAG or HOST[:PORT]/REPO@sha256:...")
+    p.add_argument("--key", metavar="PUB", help="cosign public key (default: $STAGECRAFT_COSIGN_PUB)")
 
 
 def _output(what: str) -> Callable[[argparse.ArgumentParser], None]:
@@ -648,10 +658,26 @@ def _push(engine: Any, matrix: Matrix, chosen: list[ImageSpec], args: argparse.N
 
     if args.retries < 0:
         raise InputError.one(f"--retries {args.retries}", "must be 0 or more", "pass --retries 3")
+    from . import signing, tools
+
     registry = resolve_registry(args.registry, matrix.registry)
     daemon = EngineDaemon(engine)
     state = _state_dir(matrix, args)
+    key = signing.key_path(getattr(args, "sign_key", None))
+    kit: dict[str, str] = {}
+    if key is not None:  # checked before anything is pushed
+        kit = tools.ensure(state, _say)
+        pub = signing.public_key(kit["cosign"], key)
     candidates = gate(daemon, chosen, repository, state)
+    if key is not None:
+        problems = [f"--tag {c.spec.tag}: refused: {why}" for c in candidates
+                    if (why := signing.check_record(kit["cosign"], pub, Path(c.test.record)))]
+        if problems:
+            from .errors import Problem
+
+            raise InputError([Problem(p.split(": ", 1)[0], p.split(": ", 1)[1],
+                                      "rerun: python3 build.py test --tag TAG with the key set")
+                              for p in problems])
     _say(f"stagecraft: pushing {len(candidates)} image(s) to {registry}/{repository} "
          "(tags first, aliases after every tag is verified)")
     try:
@@ -671,9 +697,60 @@ def _push(engine: Any, matrix: Matrix, chosen: list[ImageSpec], args: argparse.N
                  f"  {img.test.sha256[7:19]} {img.test.counts}")
     _say(f"{sum(i.status == 'pushed' for i in run.images)}/{len(run.images)} image(s) pushed and "
          f"verified in {run.seconds:.1f} s; run manifest {run.path}")
+    if key is not None:
+        _sign_run(run, kit, key, state, engine, matrix, chosen, daemon.insecure(registry))
+    else:
+        _say("not signed: no --sign-key (or STAGECRAFT_COSIGN_KEY); `build.py verify` will refuse "
+             "these digests")
     if run.error:
         _say(f"failed: {run.error}")
     return run
+
+
+def _sign_run(run: Any, kit: dict[str, str], key: Path, state: Path, engine: Any,
+              matrix: Matrix, chosen: list[ImageSpec], insecure: bool) -> None:
+    """Attach the SBOM, sign and attest every pushed digest of ``run``; a failure marks
+    the run failed (exit 1)."""
+    from . import signing
+    from .testing import sbom_path, write_sbom
+
+    specs = {s.tag: s for s in chosen}
+    for img in run.images:
+        if img.status not in ("pushed", "partial"):
+            continue
+        at = f"{img.ref.rsplit(':', 1)[0]}@{img.digest}"
+        sbom = sbom_path(state, img.image_id)
+        if not sbom.is_file():
+            sbom = write_sbom(engine, matrix, specs[img.tag], img.ref, img.image_id, state)
+        try:
+            done = signing.sign_pushed(kit, key, at, sbom, Path(img.test.record), insecure)
+        except BuildError as exc:
+            run.ok, run.error = False, str(exc)
+            _say(f"  FAILED: {exc}")
+            continue
+        _say(f"  {at[:80]}: {', '.join(done)}")
+
+
+@command("verify", "check a pushed image: signature, SBOM of that digest, passed test record",
+         _verify_options, _state)
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Verify the digest REF names (``HOST/REPO:TAG`` or ``HOST/REPO@sha256:...``) with the
+    public key: exit 0 when signature, SBOM and test record all hold, 1 when any fails."""
+    from . import signing, tools
+    from .publish import _loopback
+
+    key = args.key or os.environ.get("STAGECRAFT_COSIGN_PUB")
+    if not key:
+        raise InputError.one("verify", "no public key", "pass --key cosign.pub or set STAGECRAFT_COSIGN_PUB")
+    state = Path(args.state_dir) if args.state_dir else Path(".stagecraft")
+    kit = tools.ensure(state, _say)
+    host = args.ref.split("/", 1)[0]
+    insecure = _loopback(host) or os.environ.get("STAGECRAFT_INSECURE_REGISTRY") == "1"
+    v = signing.verify(kit, args.ref, Path(key), insecure)
+    for name, ok, detail in v.checks:
+        print(f"{'ok  ' if ok else 'FAIL'} {name:<9} {detail}")
+    print(f"{'verified' if v.ok else 'NOT VERIFIED'}: {args.ref}" + (f" ({v.digest})" if v.digest else ""))
+    return EXIT_OK if v.ok else EXIT_FAILED
 
 
 @command("push", "push tested images, tags first, then their aliases", _selection, _json,

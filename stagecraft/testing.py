@@ -139,6 +139,8 @@ def run_suites(engine: Engine, matrix: Matrix, spec: ImageSpec, ref: str,
     of the tag ``ref`` when it is an index); record and return the result. The image's
     own platform decides the expectations (its kernel sets); another platform than the
     host's runs under emulation."""
+    from . import lockfile
+
     image_id = engine.image_id(image or ref) or ""
     platform = image_platform(engine.inspect(image_id)) if image_id else ""
     suites = [str(matrix.root / t) for t in spec.tests]
@@ -153,8 +155,8 @@ def run_suites(engine: Engine, matrix: Matrix, spec: ImageSpec, ref: str,
         labels={"io.stagecraft.test": spec.tag}, environment={"STAGECRAFT_QUIET": "1"})
     try:
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-            json.dump({**expectations(matrix, spec, ref, image_id, platform), "sbom": str(sbom)},
-                      f, sort_keys=True)
+            json.dump({**expectations(matrix, spec, ref, image_id, platform), "sbom": str(sbom),
+                       "locked": lockfile.lock_path(matrix).is_file()}, f, sort_keys=True)
             spec_file = f.name
         argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
                 f"--rootdir={matrix.root}", f"--hosts=docker://{container.id}",
@@ -179,3 +181,22 @@ def save_record(state_dir: Path, result: TestResult) -> None:
     rec = record_path(state_dir, result.image_id)
     rec.parent.mkdir(parents=True, exist_ok=True)
     rec.write_text(json.dumps({**asdict(result), "recorded": time.time()}, indent=2))
+    _sign_record(state_dir, rec)
+
+
+def _sign_record(state_dir: Path, rec: Path) -> None:
+    """With a signing key configured (STAGECRAFT_COSIGN_KEY), sign the record as it is
+    written: `push` then signs an image only while its record still matches."""
+    import os
+
+    from . import signing, tools
+
+    sig = signing.sig_path(rec)
+    sig.unlink(missing_ok=True)  # a new record: an old signature must not stay beside it
+    key = signing.key_path(None)
+    if key is None:
+        return
+    cosign = tools.ensure(state_dir)["cosign"]
+    signing.public_key(cosign, key, "STAGECRAFT_COSIGN_KEY")
+    signing.sign_record(cosign, key, rec)
+    os.chmod(sig, 0o644)

@@ -47,6 +47,8 @@ def test_sbom_lists_exactly_the_installed_python_distributions(bom, host):
 
 
 def test_sbom_carries_the_locked_hashes(bom, spec):
+    if not spec.get("locked"):
+        pytest.skip("the matrix has no lock: no hashes to carry")
     fw = spec["framework"]
     comp = next(c for c in _by(bom, "pip").values()
                 if c["name"].lower() == fw["package"].lower())

@@ -1,0 +1,250 @@
+"""Signatures, attestations and the SBOM referrer of pushed images (cosign and oras from
+Debian 13, see tools.py), and their verification.
+
+Key-based and offline: a cosign key pair (``cosign generate-key-pair``), the private key
+from ``--sign-key PATH`` or ``STAGECRAFT_COSIGN_KEY`` with its password in
+``COSIGN_PASSWORD``; nothing is uploaded to a transparency log (``--tlog-upload=false``),
+so verification skips the log (``--insecure-ignore-tlog``) and trusts the public key.
+
+What one pushed digest gets (``sign_pushed``):
+
+- the image's CycloneDX SBOM as an OCI artifact whose subject is the digest
+  (``oras attach``; a registry without the referrers API gets oras' tag fallback);
+- a cosign signature of the digest;
+- two signed in-toto attestations on the digest: the SBOM (predicate type ``cyclonedx``)
+  and the test record the push was gated on (``TEST_RECORD_TYPE``).
+
+The test record is itself signed when it is written (``sign_record``: ``build.py test``
+with a key configured), and ``push`` signs nothing whose record's signature does not
+verify: a record edited by hand after the test (a failed run turned into a pass) is
+refused, so the signed test attestation only ever carries what the suites said.
+
+``verify(ref, key)`` checks, for the digest ``ref`` names: the signature; the SBOM
+attestation, that its subject is that digest and that the SBOM describes that image (its
+root component's hash is the image's config digest) and equals the attached SBOM; the
+test record attestation, that it passed and is for that image's config digest.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import BuildError, InputError
+
+TEST_RECORD_TYPE = "https://stagecraft.dev/attestations/test-record/v1"
+SBOM_ARTIFACT_TYPE = "application/vnd.cyclonedx+json"
+
+
+def key_path(option: str | None) -> Path | None:
+    """The signing key: ``--sign-key`` or ``STAGECRAFT_COSIGN_KEY``; None when neither."""
+    value = option or os.environ.get("STAGECRAFT_COSIGN_KEY")
+    return Path(value) if value else None
+
+
+def _run(argv: list[str], what: str, env: dict[str, str] | None = None,
+         cwd: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, **(env or {})}, timeout=300)
+
+
+def _last(proc: subprocess.CompletedProcess) -> str:
+    lines = (proc.stderr + proc.stdout).strip().splitlines()
+    return lines[-1][:300] if lines else f"exit {proc.returncode}"
+
+
+def public_key(cosign: str, key: Path, where: str = "--sign-key") -> str:
+    """The PEM public key of private key ``key`` (password from COSIGN_PASSWORD). Raises
+    ``InputError`` (exit 2) when the file is missing or cannot be decrypted."""
+    if not key.is_file():
+        raise InputError.one(f"{where} {key}", "no such key file",
+                             "create one with `cosign generate-key-pair` or fix the path")
+    proc = _run([cosign, "public-key", "--key", str(key)], "cosign public-key")
+    if proc.returncode != 0 or "PUBLIC KEY" not in proc.stdout:
+        raise InputError.one(f"{where} {key}", f"not a usable cosign private key ({_last(proc)})",
+                             "check the file and COSIGN_PASSWORD")
+    return proc.stdout
+
+
+def sig_path(record: Path) -> Path:
+    """Where the signature of a test record lives."""
+    return record.with_suffix(".sig")
+
+
+def sign_record(cosign: str, key: Path, record: Path) -> Path:
+    """Sign a test record file (``cosign sign-blob``, offline); returns the signature path."""
+    out = sig_path(record)
+    proc = _run([cosign, "sign-blob", "--key", str(key), "--tlog-upload=false", "-y",
+                 "--output-signature", str(out), str(record)], "cosign sign-blob")
+    if proc.returncode != 0:
+        raise BuildError(f"signing the test record {record} failed: {_last(proc)}")
+    return out
+
+
+def check_record(cosign: str, pub_pem: str, record: Path) -> str:
+    """Empty when ``record`` carries a valid signature by the key of ``pub_pem``, else why not."""
+    sig = sig_path(record)
+    if not sig.is_file():
+        return "the test record is not signed (run the tests with STAGECRAFT_COSIGN_KEY set)"
+    with tempfile.NamedTemporaryFile("w", suffix=".pub", delete=False) as f:
+        f.write(pub_pem)
+    try:
+        proc = _run([cosign, "verify-blob", "--key", f.name, "--signature", str(sig),
+                     "--insecure-ignore-tlog=true", str(record)], "cosign verify-blob")
+    finally:
+        os.unlink(f.name)
+    return "" if proc.returncode == 0 else "the test record does not match its signature " \
+        "(edited after the test, or signed with another key)"
+
+
+def _http_flags(insecure: bool) -> tuple[list[str], list[str]]:
+    if not insecure:
+        return [], []
+    return ["--plain-http"], ["--allow-http-registry", "--allow-insecure-registry"]
+
+
+def sign_pushed(tools: dict[str, str], key: Path, ref_at_digest: str, sbom: Path,
+                record: Path, insecure: bool) -> list[str]:
+    """Attach the SBOM to the pushed digest, sign the digest and attest SBOM and test
+    record on it. Returns what was done, one line each. Raises ``BuildError``."""
+    oras_http, cosign_http = _http_flags(insecure)
+    done = []
+    with tempfile.TemporaryDirectory(prefix="stagecraft-sign-") as tmp:
+        name = "sbom.cdx.json"
+        Path(tmp, name).write_bytes(sbom.read_bytes())
+        proc = _run([tools["oras"], "attach", *oras_http, "--artifact-type", SBOM_ARTIFACT_TYPE,
+                     ref_at_digest, f"{name}:{SBOM_ARTIFACT_TYPE}"], "oras attach", cwd=tmp)
+        if proc.returncode != 0:
+            raise BuildError(f"attaching the SBOM to {ref_at_digest} failed: {_last(proc)}")
+        done.append("SBOM attached (OCI referrer)")
+    steps = [
+        ("signed", [tools["cosign"], "sign", "--key", str(key), "--tlog-upload=false", "-y",
+                    *cosign_http, ref_at_digest]),
+        ("SBOM attested", [tools["cosign"], "attest", "--key", str(key), "--tlog-upload=false",
+                           "-y", *cosign_http, "--type", "cyclonedx", "--predicate", str(sbom),
+                           ref_at_digest]),
+        ("test record attested", [tools["cosign"], "attest", "--key", str(key),
+                                  "--tlog-upload=false", "-y", *cosign_http, "--type",
+                                  TEST_RECORD_TYPE, "--predicate", str(record), ref_at_digest]),
+    ]
+    for what, argv in steps:
+        proc = _run(argv, argv[1])
+        if proc.returncode != 0:
+            raise BuildError(f"{argv[1]} of {ref_at_digest} failed: {_last(proc)}")
+        done.append(what)
+    return done
+
+
+@dataclass
+class Verification:
+    """What ``verify`` found: ``digest`` checked, ``checks`` (name, ok, detail), ``ok``."""
+
+    ref: str
+    digest: str = ""
+    checks: list[tuple[str, bool, str]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every check passed (and there was at least one)."""
+        return bool(self.checks) and all(ok for _, ok, _ in self.checks)
+
+
+def _attestation(tools: dict[str, str], pub: Path, ref: str, kind: str,
+                 cosign_http: list[str]) -> tuple[dict[str, Any] | None, str]:
+    proc = _run([tools["cosign"], "verify-attestation", "--key", str(pub),
+                 "--insecure-ignore-tlog=true", *cosign_http, "--type", kind, ref],
+                "cosign verify-attestation")
+    if proc.returncode != 0:
+        return None, _last(proc)
+    statements = []
+    for line in proc.stdout.splitlines():
+        if line.strip():
+            env = json.loads(line)
+            statements.append(json.loads(base64.b64decode(env["payload"])))
+    if not statements:
+        return None, "no attestation"
+    return statements[-1], ""
+
+
+def verify(tools: dict[str, str], ref: str, pub: Path, insecure: bool) -> Verification:
+    """Verify the signature, SBOM and test record of the digest ``ref`` names (a tag or
+    ``@sha256:...``). Raises ``InputError`` when ``pub`` is missing."""
+    if not pub.is_file():
+        raise InputError.one(f"--key {pub}", "no such public key file",
+                             "pass the cosign.pub of the signing key")
+    oras_http, cosign_http = _http_flags(insecure)
+    v = Verification(ref)
+    proc = _run([tools["oras"], "resolve", *oras_http, ref], "oras resolve")
+    if proc.returncode != 0:
+        v.checks.append(("resolve", False, _last(proc)))
+        return v
+    v.digest = proc.stdout.strip()
+    repo = ref.split("@", 1)[0]
+    if ":" in repo.rsplit("/", 1)[-1]:
+        repo = repo.rsplit(":", 1)[0]
+    at = f"{repo}@{v.digest}"
+    proc = _run([tools["oras"], "manifest", "fetch", *oras_http, at], "oras manifest fetch")
+    config = json.loads(proc.stdout).get("config", {}).get("digest", "") if proc.returncode == 0 else ""
+    proc = _run([tools["cosign"], "verify", "--key", str(pub), "--insecure-ignore-tlog=true",
+                 *cosign_http, at], "cosign verify")
+    v.checks.append(("signature", proc.returncode == 0,
+                     "valid for this key" if proc.returncode == 0 else _last(proc)))
+    # The SBOM: signed, bound to this digest, describing this image, and the one attached.
+    stmt, why = _attestation(tools, pub, at, "cyclonedx", cosign_http)
+    if stmt is None:
+        v.checks.append(("sbom", False, f"no valid SBOM attestation: {why}"))
+    else:
+        subject = {s["digest"].get("sha256") for s in stmt.get("subject", [])}
+        bom = stmt.get("predicate") or {}
+        root = ((bom.get("metadata") or {}).get("component") or {}).get("hashes") or []
+        describes = any(h.get("content") == config.split(":")[-1] for h in root) and config
+        attached = _attached_sbom(tools, at, oras_http)
+        ok = v.digest.split(":")[-1] in subject and bool(describes) and attached == bom
+        detail = (f"{len(bom.get('components', []))} components, for image {config[:19]}" if ok else
+                  "subject is not this digest" if v.digest.split(":")[-1] not in subject else
+                  "it describes another image" if not describes else
+                  "the attached SBOM differs from the signed one" if attached is not None else
+                  "no SBOM attached to this digest")
+        v.checks.append(("sbom", ok, detail))
+    stmt, why = _attestation(tools, pub, at, TEST_RECORD_TYPE, cosign_http)
+    if stmt is None:
+        v.checks.append(("tests", False, f"no valid test record attestation: {why}"))
+    else:
+        rec = stmt.get("predicate") or {}
+        ok = rec.get("passed") is True and rec.get("image_id") == config and bool(config)
+        detail = (f"passed {rec.get('counts')} for image {config[:19]}" if ok else
+                  "the record is for another image" if rec.get("image_id") != config else
+                  f"the tests did not pass {rec.get('counts')}")
+        v.checks.append(("tests", ok, detail))
+    return v
+
+
+def _attached_sbom(tools: dict[str, str], at: str, oras_http: list[str]) -> dict[str, Any] | None:
+    proc = _run([tools["oras"], "discover", *oras_http, "--format", "json",
+                 "--artifact-type", SBOM_ARTIFACT_TYPE, at], "oras discover")
+    if proc.returncode != 0:
+        return None
+    doc = json.loads(proc.stdout)
+    found = doc.get("manifests") or doc.get("referrers") or []
+    if not found:
+        return None
+    repo = at.split("@", 1)[0]
+    with tempfile.TemporaryDirectory(prefix="stagecraft-verify-") as tmp:
+        proc = _run([tools["oras"], "pull", *oras_http, "-o", tmp,
+                     f"{repo}@{found[-1]['digest']}"], "oras pull")
+        files = sorted(Path(tmp).glob("*.json"))
+        if proc.returncode != 0 or not files:
+            return None
+        return json.loads(files[0].read_text())
+
+
+def sha256_file(path: Path) -> str:
+    """``sha256:<hex>`` of a file's bytes."""
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
