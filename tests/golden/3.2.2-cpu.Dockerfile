@@ -18,14 +18,120 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 #   python3: the distro's Python is the one Python in the image
 #   python3-venv: the framework lives in a virtual environment
 #   tini: PID 1: reaps zombies, forwards signals
-# Version globs keep the release's ABI and take its security updates.
+# Exactly the versions of matrix.lock (these and what they pull in), each .deb checked
+# against the lock's SHA-256 before anything is installed.
 RUN apt-get update \
+ && printf '%s\n' \
+      'ca-certificates 20230311+deb12u1 0d5f444f594e48c1e16a41d8fc628a09b24c658916a1274025c2330f2a802bed' \
+      'libexpat1 2.5.0-1+deb12u2 2255e62fc22a86d2c544b8a3f516da9aee19383ad5742722ab4ce7f66a30dbc8' \
+      'libgomp1 12.2.0-14+deb12u1 48fec46bda7f5b1638b9e959889bfbc20491247d402d120bb152687eb48143d7' \
+      'libgssapi-krb5-2 1.20.1-2+deb12u5 d8b87aea91b956b416c01a28c44ff6228315ae3b73de40acddac3dc5043607d2' \
+      'libk5crypto3 1.20.1-2+deb12u5 7b6e47d15c5c9cdcd456137533d8308aeba608a54cec73b28bd59bfc4b54cf06' \
+      'libkeyutils1 1.6.3-2 cfac89e6a7a54ff3c6a4f843310e25efeddaa771baeae470bd98bd588c373563' \
+      'libkrb5-3 1.20.1-2+deb12u5 c90801be09701af221b54dd502a59cb378b7284ff31e480738baca317d2f7653' \
+      'libkrb5support0 1.20.1-2+deb12u5 8b9c05f2d8d461a10d657b118f572af5bf8fd6c8f93dcef81e852c5ab0f428ab' \
+      'libncursesw6 6.4-4 98fa7a53dc565a38b65fb70422ad08001bf5361d8fbc74255280c329996a6bec' \
+      'libnsl2 1.3.0-2 c0d83437fdb016cb289436f49f28a36be44b3e8f1f2498c7e3a095f709c0d6f8' \
+      'libpython3-stdlib 3.11.2-1+b1 4e58891d5c951a1e360ed9eaa814413cb5e84deadce3f08e801ac680434c786e' \
+      'libpython3.11-minimal 3.11.2-6+deb12u8 f3beaa03994ffedacf73c43a0843d53b062d347115d8af65bee2034552a4e6f9' \
+      'libpython3.11-stdlib 3.11.2-6+deb12u8 890b3540dad8a1ccc0deeca025db735bcc82629a76adacbe3b50fcc06ed528ca' \
+      'libreadline8 8.2-1.3 e02ebbd3701cf468dbf98d6d917fbe0325e881f07fe8b316150c8d2a64486e66' \
+      'libsqlite3-0 3.40.1-2+deb12u2 a8d78b40e9b4e422224aeebfe0e4dfc243f6acf3532490b0c05480d4283d41e2' \
+      'libssl3 3.0.20-1~deb12u2 89be24b41bff568ee6e7caf5680a3d808e80315ed92e407056ce0fa7a5bda025' \
+      'libtirpc-common 1.3.3+ds-1 3e3ef129b4bf61513144236e15e1b4ec57fa5ae3dc8a72137abdbefb7a63af85' \
+      'libtirpc3 1.3.3+ds-1 2a46d5a5e9486da11ffeff5740931740d6deae4f92cd6098df060dc5dff1e1c7' \
+      'media-types 10.0.0 aaa46dcb3b39948ae2e0fdb72cfcb2f48c0b59f19785a3da8045c05eb19955dd' \
+      'openssl 3.0.20-1~deb12u2 4d218561dc838de081de97f54584c4a29e77e26c7ed9fe3440d776d8e6071bf9' \
+      'python3 3.11.2-1+b1 33f6dafbd1a6902d9063172ec7dbd4b2225e12009e0d7ec5c933a72c2f5f3b74' \
+      'python3-distutils 3.11.2-3 a620b555f301860a08e30534c7e6f7d79818e5e1977bfec39a612e7003074318' \
+      'python3-lib2to3 3.11.2-3 4e7f5e01e49a0622d10db3d0995666a6ead6a369cd127a996e9a4f9e91696a51' \
+      'python3-minimal 3.11.2-1+b1 30f9618670e686d781afbfc713eb0830c29d2819e9cb2a0488800dad6bb99faa' \
+      'python3-pip-whl 23.0.1+dfsg-1 cc373690a1cb469fb301b9fe0125048e3102f2e365d1b2d27cab091ec89fccdc' \
+      'python3-setuptools-whl 66.1.1-1+deb12u2 0eb54da9f3d47e42a1be5dd8285def8bbc6e2556131b9c4ce3bd781dfc4b425a' \
+      'python3-venv 3.11.2-1+b1 bc6c8b8c15ae53abfac54877fd2c830336112568f40ee57c75d5c78ebcf7f44a' \
+      'python3.11 3.11.2-6+deb12u8 cd7b10c24281416a6acb22cd23ed7391c7dddd4a3d4d4a63d37faa786639b5de' \
+      'python3.11-minimal 3.11.2-6+deb12u8 4aba533f7cc5e7b93b7ff24482840e96813f5bcde9cce028395b65a0d799ccee' \
+      'python3.11-venv 3.11.2-6+deb12u8 1391d405ac12a1bbdd75d36a738ec410e5b01f9e065cc38974d9976a37b59c99' \
+      'readline-common 8.2-1.3 69317523fe56429aa361545416ad339d138c1500e5a604856a80dd9074b4e35c' \
+      'tini 0.19.0-1+b3 7d1947665fa40e55f218fefad773dc6de66458d0b39eaa292cdcadfc7c996632' \
+      > /tmp/stagecraft-apt.lock \
+ && while read -r p v _; do [ -n "$(apt-cache show "$p=$v" 2> /dev/null)" ] \
+      || { echo "stagecraft: $p $v is locked but the mirror no longer serves it; run \`build.py lock --upgrade\`" >&2; exit 1; }; \
+    done < /tmp/stagecraft-apt.lock \
+ && apt-get install -y --no-install-recommends --download-only \
+      'ca-certificates=20230311+deb12u1' \
+      'libexpat1=2.5.0-1+deb12u2' \
+      'libgomp1=12.2.0-14+deb12u1' \
+      'libgssapi-krb5-2=1.20.1-2+deb12u5' \
+      'libk5crypto3=1.20.1-2+deb12u5' \
+      'libkeyutils1=1.6.3-2' \
+      'libkrb5-3=1.20.1-2+deb12u5' \
+      'libkrb5support0=1.20.1-2+deb12u5' \
+      'libncursesw6=6.4-4' \
+      'libnsl2=1.3.0-2' \
+      'libpython3-stdlib=3.11.2-1+b1' \
+      'libpython3.11-minimal=3.11.2-6+deb12u8' \
+      'libpython3.11-stdlib=3.11.2-6+deb12u8' \
+      'libreadline8=8.2-1.3' \
+      'libsqlite3-0=3.40.1-2+deb12u2' \
+      'libssl3=3.0.20-1~deb12u2' \
+      'libtirpc-common=1.3.3+ds-1' \
+      'libtirpc3=1.3.3+ds-1' \
+      'media-types=10.0.0' \
+      'openssl=3.0.20-1~deb12u2' \
+      'python3=3.11.2-1+b1' \
+      'python3-distutils=3.11.2-3' \
+      'python3-lib2to3=3.11.2-3' \
+      'python3-minimal=3.11.2-1+b1' \
+      'python3-pip-whl=23.0.1+dfsg-1' \
+      'python3-setuptools-whl=66.1.1-1+deb12u2' \
+      'python3-venv=3.11.2-1+b1' \
+      'python3.11=3.11.2-6+deb12u8' \
+      'python3.11-minimal=3.11.2-6+deb12u8' \
+      'python3.11-venv=3.11.2-6+deb12u8' \
+      'readline-common=8.2-1.3' \
+      'tini=0.19.0-1+b3' \
+ && for d in /var/cache/apt/archives/*.deb; do \
+      [ -e "$d" ] || continue; \
+      read -r p v <<< "$(dpkg-deb --showformat="\${Package} \${Version}" -W "$d")"; \
+      got="$(sha256sum "$d" | cut -d' ' -f1)"; \
+      want="$(awk -v p="$p" -v v="$v" "\$1 == p && \$2 == v { print \$3 }" /tmp/stagecraft-apt.lock)"; \
+      [ "$got" = "$want" ] || { echo "stagecraft: hash mismatch for $p $v: lock sha256:${want:-none}, downloaded sha256:$got" >&2; exit 1; }; \
+    done \
  && apt-get install -y --no-install-recommends \
-      ca-certificates=2023* \
-      libgomp1=12.2.* \
-      python3=3.11.* \
-      python3-venv=3.11.* \
-      tini=0.19.* \
+      'ca-certificates=20230311+deb12u1' \
+      'libexpat1=2.5.0-1+deb12u2' \
+      'libgomp1=12.2.0-14+deb12u1' \
+      'libgssapi-krb5-2=1.20.1-2+deb12u5' \
+      'libk5crypto3=1.20.1-2+deb12u5' \
+      'libkeyutils1=1.6.3-2' \
+      'libkrb5-3=1.20.1-2+deb12u5' \
+      'libkrb5support0=1.20.1-2+deb12u5' \
+      'libncursesw6=6.4-4' \
+      'libnsl2=1.3.0-2' \
+      'libpython3-stdlib=3.11.2-1+b1' \
+      'libpython3.11-minimal=3.11.2-6+deb12u8' \
+      'libpython3.11-stdlib=3.11.2-6+deb12u8' \
+      'libreadline8=8.2-1.3' \
+      'libsqlite3-0=3.40.1-2+deb12u2' \
+      'libssl3=3.0.20-1~deb12u2' \
+      'libtirpc-common=1.3.3+ds-1' \
+      'libtirpc3=1.3.3+ds-1' \
+      'media-types=10.0.0' \
+      'openssl=3.0.20-1~deb12u2' \
+      'python3=3.11.2-1+b1' \
+      'python3-distutils=3.11.2-3' \
+      'python3-lib2to3=3.11.2-3' \
+      'python3-minimal=3.11.2-1+b1' \
+      'python3-pip-whl=23.0.1+dfsg-1' \
+      'python3-setuptools-whl=66.1.1-1+deb12u2' \
+      'python3-venv=3.11.2-1+b1' \
+      'python3.11=3.11.2-6+deb12u8' \
+      'python3.11-minimal=3.11.2-6+deb12u8' \
+      'python3.11-venv=3.11.2-6+deb12u8' \
+      'readline-common=8.2-1.3' \
+      'tini=0.19.0-1+b3' \
+ && rm -f /tmp/stagecraft-apt.lock \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
            /var/cache/debconf/*-old
@@ -49,14 +155,31 @@ ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # A CA bundle for TLS-intercepting proxies arrives as a BuildKit secret: it is read
 # during this step only and never lands in a layer, the history or a label.
+# Exactly matrix.lock's distributions, each checked against its SHA-256; nothing resolved here.
 RUN --mount=type=secret,id=pip-ca,required=false \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
  && python3 -m venv /opt/venv \
- && printf '%s\n' 'anyio==4.16.0' 'certifi==2026.10.19.post1' 'h11==0.16.0' 'httpcore==1.0.9' 'httpx==0.28.1' 'idna==3.20' 'networkx==3.6.1' 'numpy==2.3.5' 'opt-einsum==3.3.0' 'pillow==13.0.0' 'protobuf==7.36.2' 'safetensors==0.8.0' 'typing_extensions==4.16.0' > /tmp/constraints.txt \
- && /opt/venv/bin/pip install --no-cache-dir -c /tmp/constraints.txt \
-      'paddlepaddle==3.2.2' \
-      'nvidia-ml-py==13.580.82' \
- && rm -f /tmp/constraints.txt \
+ && printf '%s\n' \
+      'anyio==4.16.0 --hash=sha256:c66ae634e0b8228396b801741beb3294326d4b6102f7bba4041c0dfb58c29026' \
+      'certifi==2026.10.19.post1 --hash=sha256:1324c476b4811eff41a8bc2122cd0bbd4d9c7234c725446d99ab1612b3a7fdd2' \
+      'h11==0.16.0 --hash=sha256:63cf8bbe7522de3bf65932fda1d9c2772064ffb3dae62d55932da54b31cb6c86' \
+      'httpcore==1.0.9 --hash=sha256:2d400746a40668fc9dec9810239072b40b4484b640a8c38fd654a024c7a1bf55' \
+      'httpx==0.28.1 --hash=sha256:d909fcccc110f8c7faf814ca82a9a4d816bc5a6dbfea25d6591d6985b8ba59ad' \
+      'idna==3.20 --hash=sha256:ab7ae7122974553370f0bdb919e1a960b2cd1bc1ef0276416d896db81c14582c' \
+      'networkx==3.6.1 --hash=sha256:d47fbf302e7d9cbbb9e2555a0d267983d2aa476bac30e90dfbe5669bd57f3762' \
+      'numpy==2.3.5 --hash=sha256:8cba086a43d54ca804ce711b2a940b16e452807acebe7852ff327f1ecd49b0d4' \
+      'nvidia-ml-py==13.580.82 --hash=sha256:4361db337b0c551e2d101936dae2e9a60f957af26818e8c0c3a1f32b8db8d0a7' \
+      'opt-einsum==3.3.0 --hash=sha256:2455e59e3947d3c275477df7f5205b30635e266fe6dc300e3d9f9646bfcea147' \
+      'paddlepaddle==3.2.2 --hash=sha256:c30489fe7f4533252d54655dbe02c136818df8ec6ab241306691ed6462de0eba' \
+      'pillow==13.0.0 --hash=sha256:a625df9a2a5597fa5e5266e01aefc82604bb85d291e3547981e863560d75da6c' \
+      'protobuf==7.36.2 --hash=sha256:89f23aa53c24553a2416fd4fd1ec06f74fa42b14b546d8883128813f775bbfd2 --hash=sha256:bdb3a345d48db958e6ce1f18e508beb0cc981d64f24088427549c866cd039f1e' \
+      'safetensors==0.8.0 --hash=sha256:fd6f3f93c9a0a7cc2788ee63fb763353d4bd2e89b0751bc78fcf7dda00bea774' \
+      'typing-extensions==4.16.0 --hash=sha256:481caa481374e813c1b176ada14e97f1f67a4539ce9cfeb3f350d78d6370c2e8' \
+      > /tmp/requirements.txt \
+ && /opt/venv/bin/pip install --no-cache-dir --require-hashes --no-deps \
+      -r /tmp/requirements.txt \
+ && /opt/venv/bin/pip check \
+ && rm -f /tmp/requirements.txt \
  && check_home="$(mktemp -d)" \
  && HOME="$check_home" TMPDIR="$check_home" /opt/venv/bin/python -c 'import paddle' \
  && rm -rf "$check_home" /tmp/.cache

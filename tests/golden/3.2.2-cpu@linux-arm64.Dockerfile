@@ -18,14 +18,120 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 #   python3: the distro's Python is the one Python in the image
 #   python3-venv: the framework lives in a virtual environment
 #   tini: PID 1: reaps zombies, forwards signals
-# Version globs keep the release's ABI and take its security updates.
+# Exactly the versions of matrix.lock (these and what they pull in), each .deb checked
+# against the lock's SHA-256 before anything is installed.
 RUN apt-get update \
+ && printf '%s\n' \
+      'ca-certificates 20230311+deb12u1 0d5f444f594e48c1e16a41d8fc628a09b24c658916a1274025c2330f2a802bed' \
+      'libexpat1 2.5.0-1+deb12u2 8dc1976735acf825e3a922d82f171e20feec7394da2b8c616091983e38706275' \
+      'libgomp1 12.2.0-14+deb12u1 a48b70dd1a95585466b40bd94564bce56ebcb2566e49ccdb6441e996aaab2098' \
+      'libgssapi-krb5-2 1.20.1-2+deb12u5 a00678963f692a929312968f19b77a61a8fc0011690d7dc909a8a2c4810fc7b3' \
+      'libk5crypto3 1.20.1-2+deb12u5 8ae2c31cde0b3e6f80c573a495b0f90bf6d9efb4455d900728278bb54d9092e5' \
+      'libkeyutils1 1.6.3-2 aac46cb6faec4e737502b3c2290b7b02f8ba04e8accd5af7fd07934df0c867b1' \
+      'libkrb5-3 1.20.1-2+deb12u5 c3c7227f5db903a7a8b8936d47d1d79643edcda36365c4c992e1a96bcc2d4c7e' \
+      'libkrb5support0 1.20.1-2+deb12u5 3043fd4a54b945a1b503170749527f825dcfc7add2f8bf5abb4a329deeb48f4a' \
+      'libncursesw6 6.4-4 cf32cb6751718872c6def448b82211eec494f688e2f1a3e6c71bfdaf6b0722c5' \
+      'libnsl2 1.3.0-2 8f9ba58b219779b43c4ccc78c79b0a23f721fc96323c202abb31e02f942104b3' \
+      'libpython3-stdlib 3.11.2-1+b1 3ceea13a9d2eff6e850d47b4f03ebd0162acb2aa5646a84ccbe77783be104302' \
+      'libpython3.11-minimal 3.11.2-6+deb12u8 c48bac178c0fc43a2bf8ace784c762b5ee83e2b981894a991dc3ccfd3ec7cd4b' \
+      'libpython3.11-stdlib 3.11.2-6+deb12u8 e79876de55c6c2dca10d044b2fa69ccd863950ea01714220c1982d16008105f9' \
+      'libreadline8 8.2-1.3 f3b162b7c1e05430607e792ebdbfc417cbd1f1d32cf83664133ae63d811a72d2' \
+      'libsqlite3-0 3.40.1-2+deb12u2 a690f7f2aa6435bd1fd7cbbd2216acb9acbb8c48c9721f2c195766375439eb13' \
+      'libssl3 3.0.20-1~deb12u2 a256e03cc3abd7243ac5c6ee91a9deb56478221ef0d3c2b0748551e13140c0bf' \
+      'libtirpc-common 1.3.3+ds-1 3e3ef129b4bf61513144236e15e1b4ec57fa5ae3dc8a72137abdbefb7a63af85' \
+      'libtirpc3 1.3.3+ds-1 deaf9ea54f74cab6690b4bc0b427f05cbe62cc073580d84f5f18a8d9e2ece401' \
+      'media-types 10.0.0 aaa46dcb3b39948ae2e0fdb72cfcb2f48c0b59f19785a3da8045c05eb19955dd' \
+      'openssl 3.0.20-1~deb12u2 e7ba824de1e659c12e81f885bc0757a50c4d7a9f71de02687ad63d5a9e936e00' \
+      'python3 3.11.2-1+b1 d31a6f8bdea49711f221baee0e27197c314d0cbe748c020262d32650aca5f017' \
+      'python3-distutils 3.11.2-3 a620b555f301860a08e30534c7e6f7d79818e5e1977bfec39a612e7003074318' \
+      'python3-lib2to3 3.11.2-3 4e7f5e01e49a0622d10db3d0995666a6ead6a369cd127a996e9a4f9e91696a51' \
+      'python3-minimal 3.11.2-1+b1 f01c94963ace8a6fec59300427c95fc4ac204d752567dd2e4b36ee930755110f' \
+      'python3-pip-whl 23.0.1+dfsg-1 cc373690a1cb469fb301b9fe0125048e3102f2e365d1b2d27cab091ec89fccdc' \
+      'python3-setuptools-whl 66.1.1-1+deb12u2 0eb54da9f3d47e42a1be5dd8285def8bbc6e2556131b9c4ce3bd781dfc4b425a' \
+      'python3-venv 3.11.2-1+b1 9e56023bb7ea5f65b6c491cf6efeee17fc26d2bd25dae58a1845262e134d0010' \
+      'python3.11 3.11.2-6+deb12u8 76b445c9428db92fb8f17a322a99e3e54b3f8d0eeac76d80d5d6fff95f5dd526' \
+      'python3.11-minimal 3.11.2-6+deb12u8 6a07dd571f1a15af2f855d64571766fe44b73a57cc3b5ca79502bc89156a5e12' \
+      'python3.11-venv 3.11.2-6+deb12u8 afd3964d369a12c365ed52b7da4b5d7ea3c4ddc1302f98ac4756224d396e7cbd' \
+      'readline-common 8.2-1.3 69317523fe56429aa361545416ad339d138c1500e5a604856a80dd9074b4e35c' \
+      'tini 0.19.0-1+b3 335dee1e36c0bf61f11c9fe9740012966a3183bd50405b73ed19477293c28f7f' \
+      > /tmp/stagecraft-apt.lock \
+ && while read -r p v _; do [ -n "$(apt-cache show "$p=$v" 2> /dev/null)" ] \
+      || { echo "stagecraft: $p $v is locked but the mirror no longer serves it; run \`build.py lock --upgrade\`" >&2; exit 1; }; \
+    done < /tmp/stagecraft-apt.lock \
+ && apt-get install -y --no-install-recommends --download-only \
+      'ca-certificates=20230311+deb12u1' \
+      'libexpat1=2.5.0-1+deb12u2' \
+      'libgomp1=12.2.0-14+deb12u1' \
+      'libgssapi-krb5-2=1.20.1-2+deb12u5' \
+      'libk5crypto3=1.20.1-2+deb12u5' \
+      'libkeyutils1=1.6.3-2' \
+      'libkrb5-3=1.20.1-2+deb12u5' \
+      'libkrb5support0=1.20.1-2+deb12u5' \
+      'libncursesw6=6.4-4' \
+      'libnsl2=1.3.0-2' \
+      'libpython3-stdlib=3.11.2-1+b1' \
+      'libpython3.11-minimal=3.11.2-6+deb12u8' \
+      'libpython3.11-stdlib=3.11.2-6+deb12u8' \
+      'libreadline8=8.2-1.3' \
+      'libsqlite3-0=3.40.1-2+deb12u2' \
+      'libssl3=3.0.20-1~deb12u2' \
+      'libtirpc-common=1.3.3+ds-1' \
+      'libtirpc3=1.3.3+ds-1' \
+      'media-types=10.0.0' \
+      'openssl=3.0.20-1~deb12u2' \
+      'python3=3.11.2-1+b1' \
+      'python3-distutils=3.11.2-3' \
+      'python3-lib2to3=3.11.2-3' \
+      'python3-minimal=3.11.2-1+b1' \
+      'python3-pip-whl=23.0.1+dfsg-1' \
+      'python3-setuptools-whl=66.1.1-1+deb12u2' \
+      'python3-venv=3.11.2-1+b1' \
+      'python3.11=3.11.2-6+deb12u8' \
+      'python3.11-minimal=3.11.2-6+deb12u8' \
+      'python3.11-venv=3.11.2-6+deb12u8' \
+      'readline-common=8.2-1.3' \
+      'tini=0.19.0-1+b3' \
+ && for d in /var/cache/apt/archives/*.deb; do \
+      [ -e "$d" ] || continue; \
+      read -r p v <<< "$(dpkg-deb --showformat="\${Package} \${Version}" -W "$d")"; \
+      got="$(sha256sum "$d" | cut -d' ' -f1)"; \
+      want="$(awk -v p="$p" -v v="$v" "\$1 == p && \$2 == v { print \$3 }" /tmp/stagecraft-apt.lock)"; \
+      [ "$got" = "$want" ] || { echo "stagecraft: hash mismatch for $p $v: lock sha256:${want:-none}, downloaded sha256:$got" >&2; exit 1; }; \
+    done \
  && apt-get install -y --no-install-recommends \
-      ca-certificates=2023* \
-      libgomp1=12.2.* \
-      python3=3.11.* \
-      python3-venv=3.11.* \
-      tini=0.19.* \
+      'ca-certificates=20230311+deb12u1' \
+      'libexpat1=2.5.0-1+deb12u2' \
+      'libgomp1=12.2.0-14+deb12u1' \
+      'libgssapi-krb5-2=1.20.1-2+deb12u5' \
+      'libk5crypto3=1.20.1-2+deb12u5' \
+      'libkeyutils1=1.6.3-2' \
+      'libkrb5-3=1.20.1-2+deb12u5' \
+      'libkrb5support0=1.20.1-2+deb12u5' \
+      'libncursesw6=6.4-4' \
+      'libnsl2=1.3.0-2' \
+      'libpython3-stdlib=3.11.2-1+b1' \
+      'libpython3.11-minimal=3.11.2-6+deb12u8' \
+      'libpython3.11-stdlib=3.11.2-6+deb12u8' \
+      'libreadline8=8.2-1.3' \
+      'libsqlite3-0=3.40.1-2+deb12u2' \
+      'libssl3=3.0.20-1~deb12u2' \
+      'libtirpc-common=1.3.3+ds-1' \
+      'libtirpc3=1.3.3+ds-1' \
+      'media-types=10.0.0' \
+      'openssl=3.0.20-1~deb12u2' \
+      'python3=3.11.2-1+b1' \
+      'python3-distutils=3.11.2-3' \
+      'python3-lib2to3=3.11.2-3' \
+      'python3-minimal=3.11.2-1+b1' \
+      'python3-pip-whl=23.0.1+dfsg-1' \
+      'python3-setuptools-whl=66.1.1-1+deb12u2' \
+      'python3-venv=3.11.2-1+b1' \
+      'python3.11=3.11.2-6+deb12u8' \
+      'python3.11-minimal=3.11.2-6+deb12u8' \
+      'python3.11-venv=3.11.2-6+deb12u8' \
+      'readline-common=8.2-1.3' \
+      'tini=0.19.0-1+b3' \
+ && rm -f /tmp/stagecraft-apt.lock \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
            /var/cache/debconf/*-old
@@ -49,14 +155,31 @@ ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # A CA bundle for TLS-intercepting proxies arrives as a BuildKit secret: it is read
 # during this step only and never lands in a layer, the history or a label.
+# Exactly matrix.lock's distributions, each checked against its SHA-256; nothing resolved here.
 RUN --mount=type=secret,id=pip-ca,required=false \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
  && python3 -m venv /opt/venv \
- && printf '%s\n' 'anyio==4.16.0' 'certifi==2026.10.19.post1' 'h11==0.16.0' 'httpcore==1.0.9' 'httpx==0.28.1' 'idna==3.20' 'networkx==3.6.1' 'numpy==2.3.5' 'opt-einsum==3.3.0' 'pillow==13.0.0' 'protobuf==7.36.2' 'safetensors==0.8.0' 'typing_extensions==4.16.0' > /tmp/constraints.txt \
- && /opt/venv/bin/pip install --no-cache-dir -c /tmp/constraints.txt \
-      'paddlepaddle==3.2.2' \
-      'nvidia-ml-py==13.580.82' \
- && rm -f /tmp/constraints.txt \
+ && printf '%s\n' \
+      'anyio==4.16.0 --hash=sha256:c66ae634e0b8228396b801741beb3294326d4b6102f7bba4041c0dfb58c29026' \
+      'certifi==2026.10.19.post1 --hash=sha256:1324c476b4811eff41a8bc2122cd0bbd4d9c7234c725446d99ab1612b3a7fdd2' \
+      'h11==0.16.0 --hash=sha256:63cf8bbe7522de3bf65932fda1d9c2772064ffb3dae62d55932da54b31cb6c86' \
+      'httpcore==1.0.9 --hash=sha256:2d400746a40668fc9dec9810239072b40b4484b640a8c38fd654a024c7a1bf55' \
+      'httpx==0.28.1 --hash=sha256:d909fcccc110f8c7faf814ca82a9a4d816bc5a6dbfea25d6591d6985b8ba59ad' \
+      'idna==3.20 --hash=sha256:ab7ae7122974553370f0bdb919e1a960b2cd1bc1ef0276416d896db81c14582c' \
+      'networkx==3.6.1 --hash=sha256:d47fbf302e7d9cbbb9e2555a0d267983d2aa476bac30e90dfbe5669bd57f3762' \
+      'numpy==2.3.5 --hash=sha256:3095bdb8dd297e5920b010e96134ed91d852d81d490e787beca7e35ae1d89cf7' \
+      'nvidia-ml-py==13.580.82 --hash=sha256:4361db337b0c551e2d101936dae2e9a60f957af26818e8c0c3a1f32b8db8d0a7' \
+      'opt-einsum==3.3.0 --hash=sha256:2455e59e3947d3c275477df7f5205b30635e266fe6dc300e3d9f9646bfcea147' \
+      'paddlepaddle==3.2.2 --hash=sha256:0a87209df4069129c817875e5caadc1a1d87b8dfd291e6da8b5141e6ac4e20b6' \
+      'pillow==13.0.0 --hash=sha256:7c88c10dd432f3b39ccdafc9ed81d0c21b8fd634502574da76d1bfa4fe2c76d0' \
+      'protobuf==7.36.2 --hash=sha256:bdb3a345d48db958e6ce1f18e508beb0cc981d64f24088427549c866cd039f1e --hash=sha256:e11e1f0180583a2af89db6a2ecd9e8dc40aa6d2988ca175bfd0e6d12ea72d74e' \
+      'safetensors==0.8.0 --hash=sha256:7a46e5ff292c356d6991e60942ba7f79817682d3a2cef0702136448cb9c4d235' \
+      'typing-extensions==4.16.0 --hash=sha256:481caa481374e813c1b176ada14e97f1f67a4539ce9cfeb3f350d78d6370c2e8' \
+      > /tmp/requirements.txt \
+ && /opt/venv/bin/pip install --no-cache-dir --require-hashes --no-deps \
+      -r /tmp/requirements.txt \
+ && /opt/venv/bin/pip check \
+ && rm -f /tmp/requirements.txt \
  && check_home="$(mktemp -d)" \
  && HOME="$check_home" TMPDIR="$check_home" /opt/venv/bin/python -c 'import paddle' \
  && rm -rf "$check_home" /tmp/.cache
