@@ -40,7 +40,7 @@ def _edit(project: Path, change) -> None:
 
 
 def _build(project: Path):
-    return run_cli("--matrix", str(project / "matrix.yaml"), "--tag", "2.6.2-cpu",
+    return run_cli("--matrix", str(project / "matrix.yaml"), "--tag", "2.6.2-cpu", "--platform", "linux/amd64",
                    "--state-dir", str(project / ".state"), "--repository", "stagecraft-it/locked",
                    cwd=project, timeout=1800)
 
