@@ -925,10 +925,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     engine = Engine()
     bundle = find_ca_bundle(args.ca_bundle, args.no_ca_bundle)
     report = doctor_report(engine.facts(), f"{bundle.path} ({bundle.origin})" if bundle else "none")
+    why = engine.reproducible()
+    report["reproducible"] = "yes (rewrite-timestamp exports)" if not why else f"impossible here: {why}"
     if args.json:
         _emit_json(report)
     else:
         print("\n".join(format_report(report)))
+        print(f"{'reproducible':<12} {report['reproducible']}")
     return EXIT_OK
 
 

@@ -281,6 +281,31 @@ class Engine:
             return f"{name}: the client {self.builder.describe()} has no buildx for multi-platform builds"
         return ""
 
+    def reproducible(self) -> str:
+        """'' when builds here can be bit-for-bit reproducible, else why not.
+
+        Two clean builds give one digest only when BuildKit can export with
+        ``rewrite-timestamp=true`` (layer file times clamped to SOURCE_DATE_EPOCH) and
+        write OCI output: BuildKit 0.13 (Docker 25+) through buildx with the containerd
+        image store. Docker 20.10's embedded BuildKit 0.8 keeps each file's build-time
+        mtime in the layers and stamps the history with the build time, so every build
+        of the same inputs gets a new digest.
+        """
+        why = self.multi_platform()
+        try:
+            version = self.client.version().get("Version", "?")
+        except docker.errors.DockerException as exc:
+            return f"the engine does not answer ({_short(exc)})"
+        major = int(version.split(".")[0]) if version[:1].isdigit() else 0
+        if major and major < 25:
+            return (f"Docker {version} embeds BuildKit 0.8, which cannot rewrite layer "
+                    "timestamps to SOURCE_DATE_EPOCH (rewrite-timestamp needs BuildKit 0.13, "
+                    "Docker 25+): file times and history are the build's, so two builds of "
+                    "the same inputs get different digests")
+        if why:
+            return f"{why}; rewrite-timestamp exports need buildx and the containerd image store"
+        return ""
+
     def assemble_index(self, ref: str, images: dict[str, str], log_path: Path) -> str:
         """Tag ``ref`` as an OCI image index of ``images`` (platform -> local image ref,
         each built for that platform) without rebuilding them: a multi-platform build

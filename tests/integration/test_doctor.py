@@ -27,3 +27,15 @@ def test_doctor_reports_engine_buildkit_path_and_capabilities(engine):
     text = engine.cli("doctor", timeout=120).stdout
     for name in CAPS:
         assert name in text, text
+
+
+def test_doctor_says_whether_builds_can_be_reproducible(engine):
+    """On Docker 20.10 bit-for-bit reproducible builds are impossible (BuildKit 0.8 has no
+    rewrite-timestamp); the modern engine can."""
+    report = json.loads(engine.cli("doctor", "--json", timeout=120).stdout)
+    if engine.modern:
+        assert report["reproducible"].startswith("yes"), report["reproducible"]
+    else:
+        assert report["reproducible"].startswith("impossible here: Docker 20.10"), report["reproducible"]
+        assert "rewrite-timestamp" in report["reproducible"]
+    assert "reproducible" in engine.cli("doctor", timeout=120).stdout
