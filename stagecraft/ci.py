@@ -29,6 +29,7 @@ from .cabundle import SECRET_ID
 from .cache import CacheSpec
 from .errors import InputError
 from .plan import LABEL_STAGE, Plan
+from .render import index_dockerfile
 
 TARGET_RE = re.compile(r"[^A-Za-z0-9_-]")
 DEFAULT_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
@@ -89,25 +90,69 @@ def parse_bake_cache(text: str | None) -> BakeCache | None:
     return BakeCache(spec.kind, spec.location)
 
 
+# GitHub-hosted runners by platform: each platform builds natively where one exists
+# (https://docs.github.com/en/actions/using-github-hosted-runners: ubuntu-24.04-arm).
+RUNNERS = {"linux/amd64": "ubuntu-latest", "linux/arm64": "ubuntu-24.04-arm"}
+
+
+def _multi(plan: Plan) -> set[str]:
+    """Tags the plan builds for more than one platform (an OCI image index each)."""
+    seen: dict[str, int] = {}
+    for img in plan.images:
+        seen[img.spec.tag] = seen.get(img.spec.tag, 0) + 1
+    return {tag for tag, n in seen.items() if n > 1}
+
+
+def platform_target(tag: str, platform: str) -> str:
+    """Bake target of one platform's image of a multi-platform tag:
+    ``image-3_2_2-cpu-linux-arm64``."""
+    return f"{image_target(tag)}-{TARGET_RE.sub('-', platform)}"
+
+
 def ci_matrix(plan: Plan) -> list[dict[str, Any]]:
-    """One entry per tag: ``tag``, ``aliases`` (list), ``target`` (bake target),
-    ``stages`` (list of ``{"stage", "key", "scope"}``, base first, label last)."""
+    """One entry per tag and platform: ``tag``, ``platform``, ``runner`` (a native runner
+    for it, ``RUNNERS``), ``index`` (True when the tag is an index of several platforms),
+    ``aliases`` (list), ``target`` (bake target), ``stages`` (list of ``{"stage", "key",
+    "scope"}``, base first, label last)."""
+    multi = _multi(plan)
     out = []
     for img in plan.images:
         stages = [{"stage": plan.nodes[k].stage, "key": k,
                    "scope": cache_scope(plan.nodes[k].stage, k)} for k in img.keys]
-        out.append({"tag": img.spec.tag, "aliases": list(img.spec.aliases),
-                    "target": image_target(img.spec.tag), "stages": stages})
+        index = img.spec.tag in multi
+        out.append({"tag": img.spec.tag, "platform": img.platform,
+                    "runner": RUNNERS.get(img.platform, RUNNERS["linux/amd64"]), "index": index,
+                    "aliases": list(img.spec.aliases),
+                    "target": platform_target(img.spec.tag, img.platform) if index
+                    else image_target(img.spec.tag), "stages": stages})
     return out
 
 
 def github_matrix(plan: Plan) -> dict[str, Any]:
     """The strategy matrix object for GitHub Actions: ``{"include": [entry, ...]}``,
-    entries compact (``aliases`` and ``keys`` as space-separated strings)."""
-    return {"include": [{"tag": e["tag"], "target": e["target"],
+    entries compact (``aliases`` and ``keys`` as space-separated strings, ``index`` the
+    string ``"true"`` or ``""``)."""
+    return {"include": [{"tag": e["tag"], "target": e["target"], "platform": e["platform"],
+                         "runner": e["runner"], "index": "true" if e["index"] else "",
                          "aliases": " ".join(e["aliases"]),
                          "keys": " ".join(s["scope"] for s in e["stages"])}
                         for e in ci_matrix(plan)]}
+
+
+def github_indexes(plan: Plan) -> dict[str, Any]:
+    """The merge jobs' strategy matrix: one entry per multi-platform tag, ``tag``,
+    ``aliases`` and ``platforms`` (space-separated), ``artifacts`` (the digest artifacts'
+    name prefix its per-platform cells upload). ``{"include": []}`` when there is none."""
+    multi = _multi(plan)
+    out: dict[str, dict[str, Any]] = {}
+    for img in plan.images:
+        if img.spec.tag in multi:
+            e = out.setdefault(img.spec.tag, {"tag": img.spec.tag,
+                                              "aliases": " ".join(img.spec.aliases),
+                                              "platforms": [],
+                                              "artifacts": f"digest-{image_target(img.spec.tag)}-"})
+            e["platforms"].append(img.platform)
+    return {"include": [{**e, "platforms": " ".join(e["platforms"])} for e in out.values()]}
 
 
 def bake_file(plan: Plan, repository: str, registry: str = "",
@@ -122,9 +167,11 @@ def bake_file(plan: Plan, repository: str, registry: str = "",
                                  "pass --base-source pull (components.base.*.pull)")
     prefix = f"{registry}/{repository}" if registry else repository
     targets: dict[str, dict[str, Any]] = {}
-    label_of: dict[str, str] = {img.final_key: img.spec.tag for img in plan.images}
+    multi = _multi(plan)
+    label_of = {img.final_key: img for img in plan.images}
     for key, node in plan.nodes.items():
-        t: dict[str, Any] = {"context": ".", "dockerfile-inline": hcl_literal(node.dockerfile)}
+        t: dict[str, Any] = {"context": ".", "dockerfile-inline": hcl_literal(node.dockerfile),
+                             "platforms": [node.base.platform]}
         if node.parent_key is not None:
             parent = plan.nodes[node.parent_key]
             t["contexts"] = {parent.image_ref: f"target:{stage_target(parent.stage, parent.key)}"}
@@ -133,14 +180,26 @@ def bake_file(plan: Plan, repository: str, registry: str = "",
         if cache is not None:
             cache_from, cache_to = cache.entries(node.stage, key)
             t["cache-from"], t["cache-to"] = [cache_from], [cache_to]
-        if node.stage == LABEL_STAGE and key in label_of:
-            img = next(i for i in plan.images if i.final_key == key)
+        img = label_of.get(key) if node.stage == LABEL_STAGE else None
+        if img is None:
+            targets[stage_target(node.stage, key)] = t
+        elif img.spec.tag in multi:  # one platform of an index: untagged, the index target tags
+            targets[platform_target(img.spec.tag, img.platform)] = t
+        else:
             t["tags"] = [f"{prefix}:{name}" for name in img.spec.names]
             targets[image_target(img.spec.tag)] = t
-        else:
-            targets[stage_target(node.stage, key)] = t
+    for tag in sorted(multi):
+        imgs = [i for i in plan.images if i.spec.tag == tag]
+        refs = {i.platform: plan.nodes[i.final_key].image_ref for i in imgs}
+        targets[image_target(tag)] = {
+            "context": ".", "dockerfile-inline": hcl_literal(index_dockerfile(refs)),
+            "platforms": sorted(refs),
+            "contexts": {plan.nodes[i.final_key].image_ref: f"target:{platform_target(tag, i.platform)}"
+                         for i in imgs},
+            "tags": [f"{prefix}:{name}" for name in imgs[0].spec.names]}
     return {
         "variable": {"PIP_CA_BUNDLE": {"default": DEFAULT_CA_BUNDLE}},
-        "group": {"default": {"targets": [image_target(i.spec.tag) for i in plan.images]}},
+        "group": {"default": {"targets": list(dict.fromkeys(image_target(i.spec.tag)
+                                                            for i in plan.images))}},
         "target": targets,
     }

@@ -240,8 +240,10 @@ def _output(what: str) -> Callable[[argparse.ArgumentParser], None]:
 
 
 def _format(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--format", choices=("github", "json"), default="json",
-                   help="github (a strategy matrix object, one line) or json (default)")
+    p.add_argument("--format", choices=("github", "github-indexes", "json"), default="json",
+                   help="github (a strategy matrix object, one line: a cell per tag and "
+                        "platform), github-indexes (one cell per multi-platform tag: the "
+                        "merge jobs) or json (default)")
 
 
 def _bake_cache(p: argparse.ArgumentParser) -> None:
@@ -774,27 +776,75 @@ def cmd_push(args: argparse.Namespace) -> int:
 
 
 def _bake_plan(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace):
+    """The plan of the bake file and the CI matrix: every platform each image declares
+    (remote builders and native runners build them; nothing is emulated here), bases
+    pulled by digest unless ``--base-source`` says otherwise."""
     from .lockfile import base_lock
     from .plan import make_plan
+    from .platforms import host_platform
 
-    bases = {s.base["name"]: base_image(s.base, args.base_source or
-                                        ("pull" if "pull" in s.base else None),
-                                        locked=base_lock(matrix, s)) for s in specs}
+    wanted = {s.tag: s.platforms or (host_platform(),) for s in specs}
+    bases: dict[Any, BaseImage] = {
+        (s.base["name"], p): base_image(s.base, args.base_source or
+                                        ("pull" if "pull" in s.base else None), p,
+                                        locked=base_lock(matrix, s, p))
+        for s in specs for p in wanted[s.tag]}
     return make_plan(matrix, specs, bases, sourceinfo.revision(matrix.root),
-                     sourceinfo.created(matrix.root))
+                     sourceinfo.created(matrix.root), None, wanted)
+
+
+def _insecure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--insecure", action="store_true",
+                   help="the registry speaks plain HTTP (a local test registry)")
+
+
+@command("verify-index", "check a pushed tag is an OCI image index of its platforms, by digest "
+         "(skopeo)", _one_tag, _json, _repository, _registry, _insecure)
+def cmd_verify_index(args: argparse.Namespace) -> int:
+    """Fetch ``REGISTRY/REPOSITORY:TAG`` with skopeo, check it is an index holding exactly
+    the platforms its group declares, each manifest by digest (``indexcheck``); print
+    ``REF@DIGEST`` and each platform's digest. CI's merge job runs it before moving
+    aliases. Exit 1 when the registry disagrees, 2 for bad input."""
+    from .indexcheck import IndexMismatch, sha256, skopeo_runner, verify_index
+    from .publish import resolve_registry
+
+    matrix, specs = _load(args)
+    chosen = _select(specs, args, default_all=False)
+    if len(chosen) != 1 or len(chosen[0].platforms) < 2:
+        raise InputError.one("verify-index", "takes one tag built for several platforms",
+                             "pass --tag TAG of a group with platforms: [...]")
+    spec = chosen[0]
+    registry = resolve_registry(args.registry, matrix.registry)
+    repo = f"{registry}/{args.repository or matrix.repository}"
+    name = args.tag[0] if args.tag and args.tag[0] in spec.names else spec.tag
+    run = skopeo_runner(tls_verify=not args.insecure)
+    try:
+        digest = sha256(run(["--raw", f"docker://{repo}:{name}"]))
+        found = verify_index(repo, digest, spec.platforms, run)
+    except IndexMismatch as exc:
+        _say(f"error: {repo}:{name}: {exc}")
+        return EXIT_FAILED
+    if args.json:
+        _emit_json({"ref": f"{repo}:{name}", "digest": digest,
+                    "platforms": {p.platform: p.digest for p in found}})
+    else:
+        print(f"{repo}@{digest}")
+        for p in found:
+            _say(f"  {p.platform} {p.digest} verified")
+    return EXIT_OK
 
 
 @command("matrix", "the CI job matrix, one entry per tag", _selection, _format, _repository,
          _registry, _base_source)
 def cmd_matrix(args: argparse.Namespace) -> int:
     """The CI job matrix, from the same plan as ``bake`` (bases pulled by digest)."""
-    from .ci import ci_matrix, github_matrix
+    from .ci import ci_matrix, github_indexes, github_matrix
 
     matrix, specs = _load(args)
     plan = _bake_plan(matrix, _select(specs, args, default_all=True), args)
-    if args.format == "github":  # one line: it goes into $GITHUB_OUTPUT
-        sys.stdout.write(json.dumps(github_matrix(plan), sort_keys=True,
-                                    separators=(",", ":")) + "\n")
+    if args.format in ("github", "github-indexes"):  # one line: it goes into $GITHUB_OUTPUT
+        doc = github_matrix(plan) if args.format == "github" else github_indexes(plan)
+        sys.stdout.write(json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n")
     else:
         _emit_json({"repository": args.repository or matrix.repository,
                     "registry": args.registry or matrix.registry, "images": ci_matrix(plan)})

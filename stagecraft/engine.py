@@ -311,14 +311,11 @@ class Engine:
         each built for that platform) without rebuilding them: a multi-platform build
         whose stage for each platform is ``FROM`` that image. Needs ``multi_platform()``.
         Returns the index's image id. Raises ``BuildError``."""
+        from .render import index_dockerfile
+
         with tempfile.TemporaryDirectory(prefix="stagecraft-index-") as tmp:
-            lines = [f"FROM {image} AS platform-{platform.replace('/', '-')}"
-                     for platform, image in sorted(images.items())]
-            # TARGETOS/TARGETARCH are BuildKit's automatic platform arguments; undeclared,
-            # they expand in FROM (a global `ARG TARGETARCH` would blank them).
-            lines.append("FROM platform-${TARGETOS}-${TARGETARCH}")
             dockerfile = Path(tmp) / "Dockerfile"
-            dockerfile.write_text("\n".join(lines) + "\n")
+            dockerfile.write_text(index_dockerfile(images))
             return self.build(dockerfile, Path(tmp), log_path, Path(tmp) / "iid", {},
                               extra_args=["--platform", ",".join(sorted(images)), "-t", ref])
 

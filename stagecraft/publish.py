@@ -62,6 +62,7 @@ import requests
 
 from .errors import BuildError, InputError, Problem
 from .expand import ImageSpec
+from .indexcheck import INDEX_TYPES, IndexMismatch, skopeo_runner, verify_index
 from .testing import load_record, record_path
 
 # Media types a registry may hold for an image; the v2 schema 2 manifest first, as the
@@ -459,7 +460,8 @@ class NamePush:
 @dataclass
 class ImagePush:
     """One image of the run manifest: ``size`` is bytes in the registry (compressed
-    config + layers), ``image_size`` bytes in the engine (uncompressed)."""
+    config + layers), ``image_size`` bytes in the engine (uncompressed). ``platforms``
+    maps each platform of an OCI image index to its manifest digest, verified."""
 
     tag: str
     ref: str
@@ -474,6 +476,7 @@ class ImagePush:
     test: TestGate
     labels: dict[str, str]
     registry: str
+    platforms: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -664,6 +667,14 @@ def publish(daemon: Daemon, candidates: list[Candidate], registry: str, reposito
                               f"image's RepoDigests {digests}")
             say(f"  FAILED: {img.push.error}")
             continue
+        if c.spec.platforms and len(c.spec.platforms) > 1:
+            try:
+                img.platforms = _verify_index(daemon, client, registry, repository, c, img, say)
+            except IndexMismatch as exc:
+                img.push.status, img.status = "failed", "failed"
+                img.push.error = f"{img.ref}: {exc}"
+                say(f"  FAILED: {img.push.error}")
+                continue
         img.size = img.push.size
         img.status = "pushed"
         say(f"  {img.digest} verified; {img.push.layers_pushed} layer(s) uploaded, "
@@ -697,6 +708,26 @@ def publish(daemon: Daemon, candidates: list[Candidate], registry: str, reposito
     run.error = stop
     write_run(run, state_dir)
     return run
+
+
+def _verify_index(daemon: Daemon, client: RegistryClient, registry: str, repository: str,
+                  c: Candidate, img: ImagePush, say: Callable[[str], None]) -> dict[str, str]:
+    """A tag pushed as an OCI image index must hold exactly the platforms its group
+    declares, each manifest verified by digest (skopeo, ``indexcheck``); returns platform
+    -> manifest digest ({} for a single-platform image). Raises ``IndexMismatch``."""
+    import os
+
+    _, _, media = client.manifest(repository, img.digest)
+    if media.split(";")[0].strip() not in INDEX_TYPES:
+        return {}  # built for one platform (--platform, or an engine without indexes)
+    config = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "config.json"
+    run = skopeo_runner(tls_verify=not daemon.insecure(registry),
+                        authfile=str(config) if config.is_file() else None)
+    found = verify_index(f"{registry}/{api_repository(registry, repository)}", img.digest,
+                         c.spec.platforms, run)
+    say(f"  index {img.digest[:19]}: " + ", ".join(f"{p.platform} {p.digest[:19]}" for p in found)
+        + " verified")
+    return {p.platform: p.digest for p in found}
 
 
 def write_run(run: RunManifest, state_dir: Path) -> Path:

@@ -340,3 +340,16 @@ def tag_dockerfile(matrix: Matrix, spec: ImageSpec, stages: list[RenderedStage],
         if i == len(stages) - 1:
             parts.append(label_instruction(labels))
     return "".join(parts)
+
+
+def index_dockerfile(images: dict[str, str]) -> str:
+    """A Dockerfile that makes one multi-platform image from per-platform images without
+    rebuilding them (``images``: platform ``linux/arm64`` -> image reference): a stage per
+    platform, the last one ``FROM`` the stage of the platform being built. Built with
+    ``--platform`` listing them all, the result is an OCI image index."""
+    lines = [f"FROM {ref} AS platform-{platform.replace('/', '-')}"
+             for platform, ref in sorted(images.items())]
+    # TARGETOS/TARGETARCH are BuildKit's automatic platform arguments: undeclared they
+    # expand in FROM (a global `ARG TARGETARCH` without a value would blank them).
+    lines.append("FROM platform-${TARGETOS}-${TARGETARCH}")
+    return "\n".join(lines) + "\n"

@@ -14,7 +14,14 @@ import pytest
 import yaml
 
 from stagecraft.bases import base_image
-from stagecraft.ci import bake_file, ci_matrix, github_matrix, image_target, parse_bake_cache
+from stagecraft.ci import (
+    bake_file,
+    ci_matrix,
+    github_indexes,
+    github_matrix,
+    image_target,
+    parse_bake_cache,
+)
 from stagecraft.errors import InputError
 from stagecraft.expand import expand
 from stagecraft.matrix import load_matrix
@@ -63,11 +70,12 @@ def test_cli_matrix_github_is_one_json_line_matching_the_plan():
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("\n") == 1, "GITHUB_OUTPUT takes one line"
     got = json.loads(proc.stdout)
-    assert [e["tag"] for e in got["include"]] == [s.tag for s in SPECS]
+    cells = [(s.tag, p) for s in SPECS for p in (s.platforms or ("linux/amd64",))]
+    assert [(e["tag"], e["platform"]) for e in got["include"]] == cells
     proc = _cli("matrix", "--format", "json")
     doc = json.loads(proc.stdout)
     assert doc["repository"] == MATRIX.repository
-    assert [i["tag"] for i in doc["images"]] == [s.tag for s in SPECS]
+    assert [(i["tag"], i["platform"]) for i in doc["images"]] == cells
     # Same stage keys in both forms.
     for entry, image in zip(got["include"], doc["images"], strict=True):
         assert entry["keys"].split() == [s["scope"] for s in image["stages"]]
@@ -174,6 +182,32 @@ def test_cli_bake_writes_file(tmp_path):
     assert LABEL_STAGE  # label targets are the tagged ones
 
 
+def _platform_plan():
+    wanted = {s.tag: s.platforms or ("linux/amd64",) for s in SPECS}
+    bases = {(s.base["name"], p): base_image(s.base, "pull", p) for s in SPECS for p in wanted[s.tag]}
+    return make_plan(MATRIX, SPECS, bases, "0" * 40, "2026-01-01T00:00:00Z", None, wanted)
+
+
+def test_each_platform_builds_on_a_native_runner_then_one_index():
+    plan = _platform_plan()
+    cells = github_matrix(plan)["include"]
+    arm = [c for c in cells if c["platform"] == "linux/arm64"]
+    assert {c["tag"] for c in arm} == {s.tag for s in SPECS if "linux/arm64" in s.platforms}
+    assert all(c["runner"] == "ubuntu-24.04-arm" and c["index"] == "true" for c in arm)
+    indexes = github_indexes(plan)["include"]
+    assert sorted(i["tag"] for i in indexes) == sorted({c["tag"] for c in arm})
+    assert all(i["platforms"] == "linux/amd64 linux/arm64" for i in indexes)
+    bake = bake_file(plan, MATRIX.repository, "registry.example:5000")
+    for i in indexes:
+        index = bake["target"][image_target(i["tag"])]
+        assert index["platforms"] == ["linux/amd64", "linux/arm64"]
+        assert index["tags"][0] == f"registry.example:5000/{MATRIX.repository}:{i['tag']}"
+        for ctx, target in index["contexts"].items():
+            one = bake["target"][target.removeprefix("target:")]
+            assert "tags" not in one and len(one["platforms"]) == 1
+            assert f"FROM {ctx} AS platform-{one['platforms'][0].replace('/', '-')}" in index["dockerfile-inline"]
+
+
 # ---------------------------------------------------------------------------------------
 # The workflows.
 
@@ -185,7 +219,7 @@ def test_images_workflow_derives_its_matrix_from_build_py():
     wf = _workflow("images.yml")
     jobs = wf["jobs"]
     gen = [s for s in jobs["matrix"]["steps"]
-           if "python build.py matrix --format github" in s.get("run", "")]
+           if "python build.py matrix --format github)" in s.get("run", "")]
     assert len(gen) == 1 and gen[0]["id"] == "matrix"
     assert "GITHUB_OUTPUT" in gen[0]["run"]
     assert jobs["matrix"]["outputs"]["matrix"] == "${{ steps.matrix.outputs.matrix }}"
@@ -205,8 +239,18 @@ def test_images_workflow_builds_tests_and_pushes_on_release_tags():
     assert bake["with"]["targets"] == "${{ matrix.target }}" and bake["with"]["load"] is True
     assert any("python build.py test --tag" in r for r in runs)
     push = next(s for s in steps if "python build.py push" in s.get("run", ""))
-    assert push["if"] == "startsWith(github.ref, 'refs/tags/v')"
+    assert push["if"] == "startsWith(github.ref, 'refs/tags/v') && !matrix.index"
     assert runs.index(next(r for r in runs if "build.py test" in r)) < runs.index(push["run"])
+    jobs = _workflow("images.yml")["jobs"]
+    assert jobs["image"]["runs-on"] == "${{ matrix.runner }}"  # native runner per platform
+    # an index: each platform pushed by digest, then the merge job verifies before aliases
+    by_digest = next(s for s in steps if "docker push" in s.get("run", ""))
+    assert by_digest["if"].endswith("&& matrix.index")
+    merge = jobs["index"]
+    assert set(merge["needs"]) == {"matrix", "image"}
+    assert merge["strategy"]["matrix"] == "${{ fromJSON(needs.matrix.outputs.indexes) }}"
+    script = merge["steps"][-1]["run"]
+    assert script.index("verify-index --tag \"$TAG\"") < script.index("for alias in")
     on = _workflow("images.yml")[True]  # YAML 1.1 reads `on` as True
     assert on["push"]["tags"] == ["v*"]
 
