@@ -45,7 +45,7 @@ class StageResult:
     """What happened to one stage: ``status`` is ``cached`` (key already built),
     ``built``, ``failed`` or ``skipped`` (a stage below it failed); ``seconds`` of build;
     ``run_executed``/``run_cached``: RUN steps BuildKit ran or took from a cache;
-    ``cache``: ``written``, ``not written: <why>`` or "" (no ``--cache-to``)."""
+    ``cache``: ``written``, ``not written: <why>`` or "" (no ``--cache-to``); ``platform`` it was built for."""
 
     key: str
     stage: str
@@ -57,6 +57,7 @@ class StageResult:
     run_executed: int = 0
     run_cached: int = 0
     cache: str = ""
+    platform: str = ""
 
 
 @dataclass
@@ -278,6 +279,8 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
+    for key, result in report.stages.items():
+        result.platform = plan.nodes[key].base.platform
     by_tag: dict[str, list] = {}
     moves: list[tuple[str, str]] = []
     for img in plan.images:

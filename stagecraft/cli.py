@@ -370,7 +370,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 @command("render", "print one tag's complete multi-stage Dockerfile", _one_tag, _base_source,
-         _output("the Dockerfile"))
+         _platform, _output("the Dockerfile"))
 def cmd_render(args: argparse.Namespace) -> int:
     from .plan import full_dockerfile
 
@@ -380,9 +380,13 @@ def cmd_render(args: argparse.Namespace) -> int:
         raise InputError.one("render", "render takes exactly one tag", "pass one TAG")
     spec = chosen[0]
     from .lockfile import base_lock
+    from .platforms import host_platform
 
+    platforms = _platforms([spec], args)[spec.tag]
+    if len(platforms) > 1:  # one Dockerfile per platform: the host's, else the first
+        platforms = (host_platform(),) if host_platform() in platforms else platforms[:1]
     base = base_image(spec.base, args.base_source or ("pull" if "pull" in spec.base else None),
-                      locked=base_lock(matrix, spec))
+                      platforms[0], locked=base_lock(matrix, spec, platforms[0]))
     text = full_dockerfile(matrix, spec, base, sourceinfo.revision(matrix.root),
                            sourceinfo.created(matrix.root))
     if args.output:
