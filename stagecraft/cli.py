@@ -519,6 +519,10 @@ def cmd_build(args: argparse.Namespace) -> int:
 
         resolve_registry(args.registry, matrix.registry)
         args.test = True
+    if args.test and not args.dry_run:  # the tools the suites run on, before building
+        from .testing import check_tools
+
+        check_tools()
     if args.dry_run:
         return _show_plan(matrix, chosen, args)
     from .preflight import unreachable
@@ -616,11 +620,12 @@ def _summary(report: Any, tests: dict[str, Any], args: argparse.Namespace,
          _repository, _state, _platform)
 def cmd_test(args: argparse.Namespace) -> int:
     from .engine import Engine
-    from .testing import run_suites
+    from .testing import check_tools, run_suites
 
     matrix, specs = _load(args)
     chosen = _select(specs, args, default_all=False)
     _state_dir(matrix, args)
+    check_tools()
     engine = Engine()
     repository = args.repository or matrix.repository
     results = []

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .engine import Engine
+from .errors import BuildError, InputError
 from .expand import ImageSpec
 from .matrix import Matrix
 from .platforms import host_platform
@@ -132,15 +133,54 @@ def image_platform(attrs: dict[str, Any]) -> str:
     return f"{attrs.get('Os', 'linux')}/{attrs.get('Architecture', '')}"
 
 
+# What runs the suites (module -> distribution): runtime dependencies in pyproject.toml.
+TOOLS = {"pytest": "pytest", "testinfra": "pytest-testinfra"}
+# pytest's exit statuses that are a verdict on the image: 0 every test passed, 1 some
+# failed. The others (2 interrupted or a collection error, 3 internal error, 4 usage
+# error, 5 no tests collected; https://docs.pytest.org/en/stable/reference/exit-codes.html)
+# say the suites did not run: no record is written for those.
+VERDICTS = (0, 1)
+
+
+def check_tools() -> None:
+    """Raise ``InputError`` (one line, exit 2) when this Python lacks what the suites
+    run on, before any container starts or any record is written."""
+    import importlib.util
+
+    missing = [dist for mod, dist in TOOLS.items() if importlib.util.find_spec(mod) is None]
+    if missing:
+        raise InputError.one("build.py test", f"{sys.executable} has no {', '.join(missing)} "
+                             "(the suites run on them)", "install stagecraft with its "
+                             "dependencies: pip install . (in the project directory)")
+
+
+def _no_verdict(returncode: int, output: str) -> Exception:
+    """The error for a pytest run that gave no verdict on the image (see ``VERDICTS``)."""
+    import re
+
+    missing = re.search(r"ModuleNotFoundError: No module named '([^']+)'", output)
+    if missing:
+        return InputError.one("build.py test", f"the suites need the Python module "
+                              f"{missing.group(1)!r}, which {sys.executable} lacks",
+                              "install it (pip install ...) and run the tests again; "
+                              "no test record was written")
+    last = next((ln for ln in reversed(output.strip().splitlines()) if ln.strip()), "no output")
+    return BuildError(f"pytest gave no verdict (exit {returncode}: {last.strip()[:200]}); "
+                      "no test record was written")
+
+
 def run_suites(engine: Engine, matrix: Matrix, spec: ImageSpec, ref: str,
                state_dir: Path, extra_args: list[str] | None = None,
                image: str | None = None) -> TestResult:
     """Run ``spec``'s suites against image ``ref`` (or ``image``, one platform's image
-    of the tag ``ref`` when it is an index); record and return the result. The image's
-    own platform decides the expectations (its kernel sets); another platform than the
-    host's runs under emulation."""
+    of the tag ``ref`` when it is an index); record and return the result. Raises
+    ``InputError`` when pytest or testinfra is missing, and ``InputError``/``BuildError``
+    when pytest gives no verdict (a missing module, a usage error): no record then. The
+    image's own platform decides the expectations (its kernel sets); another platform
+    than the host's runs under emulation."""
     from . import lockfile
 
+    check_tools()
     image_id = engine.image_id(image or ref) or ""
     platform = image_platform(engine.inspect(image_id)) if image_id else ""
     suites = [str(matrix.root / t) for t in spec.tests]
@@ -167,6 +207,8 @@ def run_suites(engine: Engine, matrix: Matrix, spec: ImageSpec, ref: str,
         container.remove(force=True)
         Path(spec_file).unlink(missing_ok=True)
     output = proc.stdout + proc.stderr
+    if proc.returncode not in VERDICTS:
+        raise _no_verdict(proc.returncode, output)
     result = TestResult(tag=spec.tag, image_id=image_id, passed=proc.returncode == 0,
                         counts=_counts(output), seconds=time.monotonic() - t0,
                         suites=list(spec.tests), junit=str(junit),
