@@ -49,6 +49,8 @@ class BaseImage:
     platform: str = ""
     # matrix.lock's packages of this base: (package, version, sha256), sorted; () unlocked.
     locked: tuple[tuple[str, str, str], ...] = ()
+    # SOURCE_DATE_EPOCH of the rootfs (the lock's InRelease date); 0: none.
+    source_date_epoch: int = 0
 
     @property
     def foreign(self) -> bool:
@@ -63,14 +65,16 @@ def host_arch() -> str:
 
 
 def base_image(component: dict[str, Any], source: str | None = None,
-               platform: str = "", locked: dict[str, dict[str, str]] | None = None) -> BaseImage:
+               platform: str = "", locked: dict[str, dict[str, str]] | None = None,
+               source_date_epoch: int = 0) -> BaseImage:
     """The base a ``components.base`` entry asks for; ``source`` overrides its own;
     ``platform`` (``linux/arm64``; '' for the host's) picks the Debian architecture a
     bootstrap makes and the platform a pulled index resolves to.
 
     ``locked``: matrix.lock's packages of this base (``{package: {"version", "sha256"}}``);
     a bootstrapped base's identity covers them, so a lock upgrade makes a new base, and
-    the bootstrap checks that it installed exactly those.
+    the bootstrap checks that it installed exactly those. ``source_date_epoch`` (the
+    lock's InRelease date) makes the rootfs reproducible: see ``bootstrap_rootfs``.
 
     Raises ``InputError`` when the chosen source has no section in the entry.
     """
@@ -93,11 +97,14 @@ def base_image(component: dict[str, Any], source: str | None = None,
     parts = [BOOTSTRAP_VERSION, b["suite"], b["mirror"], variant, ",".join(include), arch]
     if pins:
         parts.append(" ".join("=".join(p) for p in pins))
+    if source_date_epoch:
+        parts.append(f"SOURCE_DATE_EPOCH={source_date_epoch}")
     h = hashlib.sha256("\0".join(parts).encode()).hexdigest()
     ref = f"{BASE_REPOSITORY}/{component['os']}:{b['suite']}-{arch}-{h[:16]}"
     return BaseImage(name=name, source="bootstrap", ref=ref, identity=f"{ref}@{h}",
                      suite=b["suite"], mirror=b["mirror"], variant=variant,
-                     include=include, arch=arch, platform=platform or host, locked=pins)
+                     include=include, arch=arch, platform=platform or host, locked=pins,
+                     source_date_epoch=source_date_epoch)
 
 
 def ensure_base(engine: Engine, base: BaseImage, log: Callable[[str], None]) -> str:
@@ -131,32 +138,86 @@ def _bootstrap(engine: Engine, base: BaseImage, log: Callable[[str], None]) -> s
                                  "(installs qemu-user-static and registers it)")
     log(f"base {base.name}: debootstrap {base.variant} {base.suite} ({base.arch}) from {base.mirror}")
     with tempfile.TemporaryDirectory(prefix="stagecraft-rootfs-") as tmp:
-        rootfs = Path(tmp) / "rootfs"
-        cmd = ["debootstrap", f"--variant={base.variant}", f"--arch={base.arch}"]
-        if base.include:
-            cmd.append("--include=" + ",".join(base.include))
-        cmd += [base.suite, str(rootfs), base.mirror]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
-            raise BuildError(f"debootstrap {base.suite} failed: {' | '.join(tail)}")
-        if base.locked:
-            check_locked_rootfs(rootfs, base)
-        # Leave no package caches or lists in the base layer.
-        for sub in ("var/cache/apt/archives", "var/lib/apt/lists"):
-            for p in (rootfs / sub).glob("*"):
-                if p.is_file():
-                    p.unlink()
-        tarball = Path(tmp) / "context" / "rootfs.tar"
-        tarball.parent.mkdir()
-        subprocess.run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(tarball), "."],
-                       check=True)
+        tarball = bootstrap_rootfs(base, Path(tmp))
         repo, tag = base.ref.rsplit(":", 1)
         image_id = engine.import_tarball(tarball, repo, tag,
                                          changes=['CMD ["bash"]', "ENV LANG=C.UTF-8"],
                                          platform=base.platform if base.foreign else "")
     log(f"base {base.name}: imported as {base.ref}")
     return image_id
+
+
+# Files that record when or on which machine the rootfs was made, not what it holds.
+_VOLATILE = ("var/log", "var/cache/ldconfig/aux-cache", "var/cache/debconf/*-old",
+             "var/lib/dpkg/*-old", "debootstrap")
+
+
+def bootstrap_rootfs(base: BaseImage, workdir: Path) -> Path:
+    """debootstrap ``base`` under ``workdir``, check it against the lock, normalise it and
+    return ``workdir/context/rootfs.tar``. Raises ``BuildError``.
+
+    With a ``source_date_epoch`` the tar is reproducible (two runs on two machines give
+    the same bytes while the mirror serves the locked packages): debootstrap runs with
+    SOURCE_DATE_EPOCH; package caches, lists, logs, the ldconfig aux cache, ``*-old``
+    backups and the machine id are dropped; every file newer than the epoch is clamped
+    to it; the tar is sorted by name, with numeric owners and no atime/ctime
+    (https://reproducible-builds.org/docs/archives/).
+    """
+    rootfs = workdir / "rootfs"
+    cmd = ["debootstrap", f"--variant={base.variant}", f"--arch={base.arch}"]
+    if base.include:
+        cmd.append("--include=" + ",".join(base.include))
+    cmd += [base.suite, str(rootfs), base.mirror]
+    env = dict(os.environ)
+    if base.source_date_epoch:
+        env["SOURCE_DATE_EPOCH"] = str(base.source_date_epoch)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
+        raise BuildError(f"debootstrap {base.suite} failed: {' | '.join(tail)}")
+    if base.locked:
+        check_locked_rootfs(rootfs, base)
+    # Leave no package caches or lists in the base layer.
+    for sub in ("var/cache/apt/archives", "var/lib/apt/lists"):
+        for p in (rootfs / sub).glob("*"):
+            if p.is_file():
+                p.unlink()
+    tar = ["tar", "-C", str(rootfs), "--numeric-owner"]
+    if base.source_date_epoch:
+        normalise_rootfs(rootfs, base.source_date_epoch)
+        tar += ["--sort=name", f"--mtime=@{base.source_date_epoch}", "--clamp-mtime",
+                "--pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime"]
+    tarball = workdir / "context" / "rootfs.tar"
+    tarball.parent.mkdir()
+    subprocess.run([*tar, "-cf", str(tarball), "."], check=True)
+    return tarball
+
+
+def normalise_rootfs(rootfs: Path, epoch: int) -> None:
+    """Drop what records when or where ``rootfs`` was made and clamp every mtime newer
+    than ``epoch`` (seconds) to it (symbolic links themselves, not their targets)."""
+    for pattern in _VOLATILE:
+        for p in rootfs.glob(pattern):
+            if p.is_dir() and not p.is_symlink():
+                if pattern == "var/log":  # keep the directory, drop what is in it
+                    for child in p.iterdir():
+                        if child.is_dir() and not child.is_symlink():
+                            shutil.rmtree(child)
+                        else:
+                            child.unlink()
+                else:
+                    shutil.rmtree(p)
+            elif p.exists() or p.is_symlink():
+                p.unlink()
+    machine_id = rootfs / "etc/machine-id"
+    if machine_id.is_file():
+        machine_id.write_text("")
+    for dirpath, dirnames, filenames in os.walk(rootfs):
+        for name in [*dirnames, *filenames, ""]:
+            p = os.path.join(dirpath, name) if name else dirpath
+            st = os.lstat(p)
+            if st.st_mtime > epoch:
+                os.utime(p, (epoch, epoch), follow_symlinks=False)
 
 
 def check_locked_rootfs(rootfs: Path, base: BaseImage) -> None:

@@ -379,14 +379,15 @@ def cmd_render(args: argparse.Namespace) -> int:
     if len(chosen) != 1:
         raise InputError.one("render", "render takes exactly one tag", "pass one TAG")
     spec = chosen[0]
-    from .lockfile import base_lock
+    from .lockfile import base_epoch, base_lock
     from .platforms import host_platform
 
     platforms = _platforms([spec], args)[spec.tag]
     if len(platforms) > 1:  # one Dockerfile per platform: the host's, else the first
         platforms = (host_platform(),) if host_platform() in platforms else platforms[:1]
     base = base_image(spec.base, args.base_source or ("pull" if "pull" in spec.base else None),
-                      platforms[0], locked=base_lock(matrix, spec, platforms[0]))
+                      platforms[0], locked=base_lock(matrix, spec, platforms[0]),
+                      source_date_epoch=base_epoch(matrix, spec, platforms[0]))
     text = full_dockerfile(matrix, spec, base, sourceinfo.revision(matrix.root),
                            sourceinfo.created(matrix.root))
     if args.output:
@@ -403,11 +404,12 @@ def _plan(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace,
 
     wanted = wanted if wanted is not None else _platforms(specs, args)
     specs = [s for s in specs if s.tag in wanted]
-    from .lockfile import base_lock
+    from .lockfile import base_epoch, base_lock
 
     bases: dict[Any, BaseImage] = {
         (s.base["name"], p): base_image(s.base, getattr(args, "base_source", None), p,
-                                        locked=base_lock(matrix, s, p))
+                                        locked=base_lock(matrix, s, p),
+                                        source_date_epoch=base_epoch(matrix, s, p))
         for s in specs for p in wanted[s.tag]}
     return make_plan(matrix, specs, bases,
                      sourceinfo.revision(matrix.root), sourceinfo.created(matrix.root),
@@ -788,7 +790,7 @@ def _bake_plan(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace)
     """The plan of the bake file and the CI matrix: every platform each image declares
     (remote builders and native runners build them; nothing is emulated here), bases
     pulled by digest unless ``--base-source`` says otherwise."""
-    from .lockfile import base_lock
+    from .lockfile import base_epoch, base_lock
     from .plan import make_plan
     from .platforms import host_platform
 
@@ -796,7 +798,8 @@ def _bake_plan(matrix: Matrix, specs: list[ImageSpec], args: argparse.Namespace)
     bases: dict[Any, BaseImage] = {
         (s.base["name"], p): base_image(s.base, args.base_source or
                                         ("pull" if "pull" in s.base else None), p,
-                                        locked=base_lock(matrix, s, p))
+                                        locked=base_lock(matrix, s, p),
+                                        source_date_epoch=base_epoch(matrix, s, p))
         for s in specs for p in wanted[s.tag]}
     return make_plan(matrix, specs, bases, sourceinfo.revision(matrix.root),
                      sourceinfo.created(matrix.root), None, wanted)

@@ -467,3 +467,14 @@ def base_lock(matrix: Matrix, spec: ImageSpec, platform: str = "") -> dict[str, 
     dkey = debian_key(spec, plat)
     want = wanted(matrix, [spec])
     return dict(_entry(lock, "debian", dkey, want["debian"][dkey], where)["base"])
+
+
+def base_epoch(matrix: Matrix, spec: ImageSpec, platform: str = "") -> int:
+    """SOURCE_DATE_EPOCH of ``spec``'s base on ``platform``: the date of the InRelease file
+    its packages were locked from (seconds); 0 when the matrix has no lock."""
+    lock = load_for(matrix)
+    if lock is None:
+        return 0
+    plat = platform or platforms(spec)[0]
+    entry = lock.debian.get(debian_key(spec, plat))
+    return int(entry["release"]["source_date_epoch"]) if entry else 0
