@@ -11,6 +11,7 @@
 #   make push TAG=2.6.2-cpu REGISTRY=host:port  push a tested image, then its aliases
 #   make bake                docker-bake.json for buildx (each stage a target)
 #   make bench               benchmarks (see BENCHMARKS.md)
+#   make fuzz                the property-based tests with the long budget (FUZZ_EXAMPLES per test)
 # The project's .venv/ when set-up made one (externally managed system Python), else python3.
 PYTHON ?= $(shell test -x .venv/bin/python && echo .venv/bin/python || echo python3)
 TAG ?= 2.6.2-cpu
@@ -21,7 +22,7 @@ PLATFORMS ?= $(PLATFORM)
 # `make test` also has set-up make the modern engine the tests run on beside this one.
 SETUP_ARGS ?=
 
-.PHONY: setup image test unit lint golden bench push bake
+.PHONY: setup image test unit lint golden bench push bake fuzz
 setup:
 	STAGECRAFT_PLATFORMS=$(PLATFORMS) bash scripts/setup.sh $(SETUP_ARGS)
 
@@ -39,6 +40,16 @@ test: setup
 lint:
 	$(PYTHON) -m ruff check stagecraft probes entrypoint tests bench build.py
 	$(PYTHON) -m pytest tests/unit/test_lint.py tests/unit/test_ci.py::test_workflows_pass_actionlint -q
+
+# The fuzzer's long run: FUZZ_EXAMPLES examples for each of its tests (6 tests; the
+# default 20000 makes 120,000 examples, about 1-2 hours on 2 cores). `make test` runs the
+# same tests with the short `ci` budget.
+# Memory is capped at 4 GiB (ulimit -v): an input that made the tool grow without bound
+# fails as a MemoryError instead of swapping.
+FUZZ_EXAMPLES ?= 20000
+fuzz:
+	ulimit -v 4194304; FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PYTHON) -m pytest tests/unit/test_fuzz.py -q -p no:warnings \
+	  --hypothesis-profile=long --hypothesis-show-statistics
 
 golden:
 	STAGECRAFT_UPDATE_GOLDEN=1 $(PYTHON) -m pytest tests/unit/test_golden.py -q

@@ -304,7 +304,7 @@ def _reference_problems(data: Any, locate: Locator, root: Path, taint: _Taint) -
                 bad(gpath + ["chain", i], f"image group {gname!r}: stage {sname!r} is not "
                     "defined under stages", f"one of: {', '.join(stages)}")
                 continue
-            for table in _l(_d(stages[sname]).get("uses")):
+            for table in stages[sname].get("uses", []) if _stage_shaped(stages[sname]) else []:
                 if table not in axes and table in tables:
                     bad(gpath + ["chain", i], f"image group {gname!r}: stage {sname!r} uses "
                         f"{table!r} but the group has no {table!r} axis",
@@ -433,7 +433,9 @@ def _stage_shaped(stage: Any) -> bool:
     # A stage with a missing template or a bad description still tells expand what it
     # uses; only its shape matters there.
     return (isinstance(stage, dict) and isinstance(stage.get("template"), str)
-            and all(isinstance(stage.get(k, []), list) for k in ("uses", "copies", "tests")))
+            and all(isinstance(stage.get(k, []), list)
+                    and all(isinstance(v, str) for v in stage.get(k, []))
+                    for k in ("uses", "copies", "tests")))
 
 
 def _text(data: dict[str, Any], key: str, taint: _Taint, default: str = "") -> str:

@@ -23,6 +23,7 @@ import functools
 from typing import Any
 
 import jinja2
+import jinja2.runtime
 import jinja2.sandbox
 from jinja2 import nodes
 
@@ -70,19 +71,25 @@ def _bounded(value: Any) -> Any:
     return value
 
 
-def _check_args(args: tuple, kwargs: dict[str, Any]) -> None:
+def _check_args(args: tuple, kwargs: dict[str, Any], value: Any = None) -> None:
+    if value is not None:
+        _bounded(value)
     for arg in (*args, *kwargs.values()):
         _bounded(arg)
         if isinstance(arg, int) and not isinstance(arg, bool) and abs(arg) > MAX_TEXT * 16:
             # widths, counts and lengths: nothing here needs more
-            raise TooLarge(f"the argument {arg} is larger than {MAX_TEXT * 16}")
+            raise TooLarge(f"the argument {clip_number(arg)} is larger than {MAX_TEXT * 16}")
 
 
 def _bounded_filter(func: Any) -> Any:
     @functools.wraps(func)  # keeps Jinja's pass_context / pass_eval_context marks
     def run(*args: Any, **kwargs: Any) -> Any:
-        _check_args(tuple(a for a in args if isinstance(a, (str, int, list, tuple, dict))),
-                    kwargs)
+        # Jinja passes the context or eval context first when the filter asks for it,
+        # then the value, then the filter's own arguments.
+        plain = [a for a in args if not isinstance(a, (jinja2.runtime.Context,
+                                                       jinja2.nodes.EvalContext,
+                                                       jinja2.Environment))]
+        _check_args(tuple(plain[1:]), kwargs, plain[0] if plain else None)
         result = func(*args, **kwargs)
         if hasattr(result, "__next__"):  # map/select/...: a lazy iterator; bound its length
             result = list(itertools_islice(result))
