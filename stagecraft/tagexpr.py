@@ -28,6 +28,7 @@ import jinja2.sandbox
 from jinja2 import nodes
 
 from .errors import InputError
+from .safetext import cut
 
 MAX_TEXT = 4096  # characters (or items) of any value a tag expression makes
 MAX_RANGE = 1000
@@ -192,6 +193,11 @@ def compile_expression(source: str) -> jinja2.Template:
                              "fix the tag or aliases expression") from None
     except (RecursionError, MemoryError):
         raise InputError.one("", "tag expression nested too deeply",
+                             "fix the tag or aliases expression") from None
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - Jinja folds constants while compiling: their errors
+        raise InputError.one("", f"tag expression: {type(exc).__name__}: {cut(str(exc))}",
                              "fix the tag or aliases expression") from None
 
 

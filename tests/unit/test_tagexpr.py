@@ -23,13 +23,15 @@ def test_expressions_the_matrix_uses(source, expected):
     assert tagexpr.render(tagexpr.compile_expression(source), CONTEXT) == expected
 
 
-@pytest.mark.parametrize("source,fragment", ids=range(7), argvalues=[
+@pytest.mark.parametrize("source,fragment", ids=range(8), argvalues=[
     ("{% for i in range(9) %}x{% endfor %}", "for is not allowed"),
     ("{% macro m() %}{% endmacro %}", "macro is not allowed"),
     ("{% include 'base.Dockerfile.j2' %}", "include is not allowed"),
     ("{{ framework.version | center(10**9) }}", "No filter named 'center'"),
     ("{{ " + "(" * 400 + "1" + ")" * 400 + " }}", "nested too deeply|syntax error"),
     ("{{ x", "syntax error"),
+    # Jinja folds constants while compiling: their errors and bounds are met there.
+    ("{{ 1[::-1] ~ 'x' }}", "UndefinedError"),
     ("x" * 2000, "at most 1024"),
 ])
 def test_refused_at_compile(source, fragment):
@@ -44,6 +46,7 @@ def test_refused_at_compile(source, fragment):
     ("{{ framework.version * 10**9 }}", "too large"),
     ("{{ ('x' * 4000) ~ ('x' * 4000) | replace('x', 'xxxxx') }}", "at most 4096"),
     ("{{ '%999999999d' % 1 }}", "string formatting"),
+    ("{{ '" + "x" * 900 + "' | replace('x', 'xxxxxxxxxx') }}", "at most 4096"),
     ("{{ framework.version.ljust(10**9) }}", "calling 'ljust'"),
     ("{{ framework.__class__ }}", "unsafe"),
     ("{{ lipsum(10**9) }}", "'lipsum' is undefined"),
