@@ -11,7 +11,7 @@ import math
 import os
 import time
 
-from probes import _fs, cpuflags
+from probes import _fs, cpuflags, hwcap
 from probes.cgroup import read_limits
 from probes.types import UNUSABLE, USABLE, CpuProbe
 
@@ -46,6 +46,34 @@ def parse_cpuinfo(text: str) -> dict[str, object]:
             "processors": processors}
 
 
+def _family(arch: str) -> str:
+    """``x86`` for x86_64/i686, ``arm`` for aarch64/armv7l, else the name itself."""
+    if arch in ("x86_64", "x86", "i386", "i686", "amd64"):
+        return "x86"
+    return "arm" if arch.startswith(("aarch64", "arm")) else arch
+
+
+def _emulated(arch: str, flags: frozenset, notes: list[str],
+              machine: str | None = None, auxv: bytes | None = None) -> tuple[str, frozenset]:
+    """Under user-mode emulation (an arm64 image run by qemu-user on an x86-64 host),
+    /proc/cpuinfo describes the host's CPU, not the one this process runs on: take the
+    architecture from uname and, on aarch64, the features from AT_HWCAP/AT_HWCAP2 of
+    /proc/self/auxv (which qemu emulates; probes.hwcap). Otherwise unchanged."""
+    machine = machine or os.uname().machine
+    if not arch or _family(arch) == _family(machine):
+        return arch, flags
+    if machine == "aarch64":
+        vec = hwcap.parse_auxv(auxv if auxv is not None else hwcap.read_auxv() or b"")
+        flags = hwcap.aarch64_features(vec.get(hwcap.AT_HWCAP, 0), vec.get(hwcap.AT_HWCAP2, 0))
+        notes.append(f"emulated aarch64 on a {arch} host: /proc/cpuinfo describes the host; "
+                     "features from AT_HWCAP")
+    else:
+        flags = frozenset()
+        notes.append(f"emulated {machine} on a {arch} host: /proc/cpuinfo describes the host; "
+                     "CPU flags unknown")
+    return machine, flags
+
+
 def probe(root: str = "/", budget_s: float = 1.0) -> CpuProbe:
     """Probe the CPU; see the module docstring. ``budget_s`` is unused (file reads only)."""
     t0 = time.monotonic()
@@ -67,6 +95,8 @@ def _probe(root: str) -> CpuProbe:
     arch = str(info["arch"]) or (os.uname().machine if root in ("", "/") else "")
     flags = info["flags"]
     assert isinstance(flags, frozenset)
+    if root in ("", "/") and text is not None:
+        arch, flags = _emulated(arch, flags, notes)
     level = cpuflags.isa_level(flags) if arch == "x86_64" else None
 
     online_txt = _fs.read(root, "/sys/devices/system/cpu/online")

@@ -115,3 +115,34 @@ def test_arm64_image_on_neoverse_with_a_cpu_quota(capture: str, tmp_path: Path):
     refused = choose(probes, amd_sets, Overrides())
     assert refused.refused and refused.exit_code == EXIT_REFUSED
     assert any("avx" in p.reason for p in refused.passed_over), refused.passed_over
+
+
+# /proc/self/auxv of python3 in the arm64 image of 3.2.2-cpu run by qemu-user 7.2 (Debian 12)
+# on this project's x86-64 machine (`docker run --platform linux/arm64`): the guest's own
+# HWCAP bits, while /proc/cpuinfo there shows the host's AMD EPYC.
+QEMU_AUXV = ROOT / "tests" / "fixtures" / "auxv" / "qemu-7.2-aarch64-on-x86_64.auxv"
+
+
+def test_hwcap_names_are_the_features_line():
+    """The Features line of a real Neoverse V1 is the HWCAP bits, named in bit order."""
+    from probes import hwcap
+
+    features = parse_cpuinfo((CPUINFO / "linux-amazon-neoverse_v1").read_text())["flags"]
+    bits = sum(1 << hwcap.HWCAP.index(f) for f in features if f in hwcap.HWCAP)
+    bits2 = sum(1 << hwcap.HWCAP2.index(f) for f in features if f in hwcap.HWCAP2)
+    assert hwcap.aarch64_features(bits, bits2) == features
+
+
+def test_emulated_arm64_takes_features_from_auxv_not_the_hosts_cpuinfo():
+    from probes import cpu
+
+    host = parse_cpuinfo((CPUINFO / "linux-rocky8.5-zen4").read_text())
+    notes: list[str] = []
+    arch, flags = cpu._emulated(str(host["arch"]), host["flags"], notes, "aarch64",
+                                QEMU_AUXV.read_bytes())
+    assert arch == "aarch64" and {"asimd", "sve", "sve2", "bf16", "i8mm"} <= flags
+    assert "avx512f" not in flags and "emulated aarch64" in notes[0]
+    # natively nothing changes
+    same = cpu._emulated("aarch64", frozenset({"asimd"}), [], "aarch64", b"")
+    assert same == ("aarch64", frozenset({"asimd"}))
+    assert cpu._emulated("x86_64", host["flags"], [], "x86_64", b"")[1] == host["flags"]
