@@ -198,7 +198,8 @@ def _state(p: argparse.ArgumentParser) -> None:
 def _registry(p: argparse.ArgumentParser) -> None:
     p.add_argument("--registry", metavar="HOST[:PORT][/NAMESPACE]",
                    help="registry to push to (default: from matrix); refs become "
-                        "HOST[:PORT][/NAMESPACE]/REPOSITORY:TAG")
+                        "HOST[:PORT]/REPOSITORY:TAG, or with a namespace "
+                        "HOST[:PORT]/NAMESPACE/NAME:TAG (NAME: the repository's last part)")
 
 
 def _push_options(p: argparse.ArgumentParser) -> None:
@@ -667,13 +668,21 @@ def _push(engine: Any, matrix: Matrix, chosen: list[ImageSpec], args: argparse.N
           repository: str) -> Any:
     """Gate, push and verify ``chosen``; returns the run manifest (``publish.RunManifest``).
     Raises ``InputError`` when an image is refused (nothing pushed)."""
-    from .publish import EngineDaemon, RetryPolicy, gate, publish, resolve_registry
+    from .publish import (
+        EngineDaemon,
+        RetryPolicy,
+        gate,
+        publish,
+        remote_repository,
+        resolve_registry,
+    )
 
     if args.retries < 0:
         raise InputError.one(f"--retries {args.retries}", "must be 0 or more", "pass --retries 3")
     from . import signing, tools
 
-    registry = resolve_registry(args.registry, matrix.registry)
+    registry, remote = remote_repository(resolve_registry(args.registry, matrix.registry),
+                                         repository)
     daemon = EngineDaemon(engine)
     state = _state_dir(matrix, args)
     key = signing.key_path(getattr(args, "sign_key", None))
@@ -691,10 +700,10 @@ def _push(engine: Any, matrix: Matrix, chosen: list[ImageSpec], args: argparse.N
             raise InputError([Problem(p.split(": ", 1)[0], p.split(": ", 1)[1],
                                       "rerun: python3 build.py test --tag TAG with the key set")
                               for p in problems])
-    _say(f"stagecraft: pushing {len(candidates)} image(s) to {registry}/{repository} "
+    _say(f"stagecraft: pushing {len(candidates)} image(s) to {registry}/{remote} "
          "(tags first, aliases after every tag is verified)")
     try:
-        run = publish(daemon, candidates, registry, repository, state, _say,
+        run = publish(daemon, candidates, registry, remote, state, _say,
                       RetryPolicy(attempts=args.retries + 1))
     except KeyboardInterrupt:
         local = (f"; locally, {args.journal.summary()}" if args.journal.state == "done" else "")
@@ -818,7 +827,7 @@ def cmd_verify_index(args: argparse.Namespace) -> int:
     ``REF@DIGEST`` and each platform's digest. CI's merge job runs it before moving
     aliases. Exit 1 when the registry disagrees, 2 for bad input."""
     from .indexcheck import IndexMismatch, sha256, skopeo_runner, verify_index
-    from .publish import resolve_registry
+    from .publish import remote_repository, resolve_registry
 
     matrix, specs = _load(args)
     chosen = _select(specs, args, default_all=False)
@@ -826,8 +835,8 @@ def cmd_verify_index(args: argparse.Namespace) -> int:
         raise InputError.one("verify-index", "takes one tag built for several platforms",
                              "pass --tag TAG of a group with platforms: [...]")
     spec = chosen[0]
-    registry = resolve_registry(args.registry, matrix.registry)
-    repo = f"{registry}/{args.repository or matrix.repository}"
+    repo = "/".join(remote_repository(resolve_registry(args.registry, matrix.registry),
+                                      args.repository or matrix.repository))
     name = args.tag[0] if args.tag and args.tag[0] in spec.names else spec.tag
     run = skopeo_runner(tls_verify=not args.insecure)
     try:
@@ -870,8 +879,12 @@ def cmd_bake(args: argparse.Namespace) -> int:
 
     matrix, specs = _load(args)
     plan = _bake_plan(matrix, _select(specs, args, default_all=True), args)
-    doc = bake_file(plan, args.repository or matrix.repository, args.registry or matrix.registry,
-                    parse_bake_cache(args.cache))
+    repository, registry = args.repository or matrix.repository, args.registry or matrix.registry
+    if registry:  # the same names `push` gives (a namespace replaces the repository's own)
+        from .publish import remote_repository, resolve_registry
+
+        registry, repository = remote_repository(resolve_registry(registry, ""), repository)
+    doc = bake_file(plan, repository, registry, parse_bake_cache(args.cache))
     text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
     if args.output:
         _write_output("-o", args.output, text)

@@ -1,7 +1,9 @@
 """Publish tested images to a registry: canonical tags first, verified, then aliases.
 
-``python build.py push --tag 2.6.2-cpu --registry HOST[:PORT]`` (or ``--push`` on a build)
-goes through four steps, each of which can stop the run:
+``python build.py push --tag 2.6.2-cpu --registry HOST[:PORT][/NAMESPACE]`` (or ``--push``
+on a build) goes through four steps, each of which can stop the run. The images go to
+``HOST[:PORT]/<repository>``, or with a namespace to ``HOST[:PORT]/NAMESPACE/<name>``
+where ``<name>`` is the last component of the repository (``remote_repository``).
 
 1. **Gate.** Every chosen tag must be built (``<repository>:<tag>`` in the engine) and
    its *current image id* must have a passing test record
@@ -498,17 +500,40 @@ class RunManifest:
         return {"schema": 1, **asdict(self)}
 
 
+# A path component of a repository name (distribution/reference's grammar).
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+
+
 def resolve_registry(option: str | None, matrix_registry: str) -> str:
-    """``--registry`` if given, else matrix.yaml's ``registry``. Raises ``InputError``
-    when neither is set or the value is not ``host[:port]``."""
+    """``--registry`` if given, else matrix.yaml's ``registry``: ``HOST[:PORT]`` or
+    ``HOST[:PORT]/NAMESPACE`` (``ghcr.io/org``, ``docker.io/user``). Raises
+    ``InputError`` when neither is set or the value is neither form."""
     value = (option or matrix_registry or "").strip().rstrip("/")
     if not value:
         raise InputError.one("push", "no registry to push to",
-                             "pass --registry HOST[:PORT] or set `registry:` in matrix.yaml")
-    if "://" in value or "/" in value or not re.match(r"^[A-Za-z0-9.\-\[\]:]+$", value):
-        raise InputError.one(f"--registry {value}", "not a registry host",
-                             "give HOST or HOST:PORT, e.g. registry.example.com:5000")
+                             "pass --registry HOST[:PORT][/NAMESPACE] or set `registry:` in "
+                             "matrix.yaml")
+    host, _, namespace = value.partition("/")
+    if ("://" in value or len(value) > 255 or not re.match(r"^[A-Za-z0-9.\-\[\]:]+$", host)
+            or (namespace and not re.fullmatch(rf"{_COMPONENT}(?:/{_COMPONENT})*", namespace))):
+        shown = value if len(value) <= 80 else value[:80] + "..."
+        raise InputError.one(f"--registry {shown}", "not a registry host or host/namespace",
+                             "give HOST[:PORT] or HOST[:PORT]/NAMESPACE, e.g. "
+                             "registry.example.com:5000 or ghcr.io/my-org")
     return value
+
+
+def remote_repository(registry: str, repository: str) -> tuple[str, str]:
+    """Where ``repository``'s images go in ``registry`` (a ``resolve_registry`` value):
+    ``(HOST[:PORT], path)``. Without a namespace the path is the repository itself
+    (``127.0.0.1:5000`` + ``stagecraft/paddle`` -> ``stagecraft/paddle``); a namespace
+    takes the place of the repository's own (``ghcr.io/org`` + ``stagecraft/paddle`` ->
+    ``org/paddle``), as docker-stacks' ``--registry``/``--owner`` and bashbrew's
+    ``--namespace`` do, and as Docker Hub requires (one namespace, one name)."""
+    host, _, namespace = registry.partition("/")
+    if not namespace:
+        return host, repository
+    return host, f"{namespace}/{repository.rsplit('/', 1)[-1]}"
 
 
 def gate(daemon: Daemon, specs: list[ImageSpec], repository: str,

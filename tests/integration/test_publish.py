@@ -2,10 +2,11 @@
 started here on 127.0.0.1 (free ports, filesystem storage in a temp dir), once plain and
 once with htpasswd basic auth.
 
-2.6.2-cpu is built (cached stages), tagged under a repository of its own
-(`stagecraft-pubtest/paddle`, so concurrent runs moving `stagecraft/paddle:*` do not
-disturb it) and tested once per session; it is pushed to each registry once: 768 MB in
-the engine, about 245 MB compressed, some 30 s to localhost.
+2.6.2-cpu is built (cached stages), tagged under a repository of this session's own
+(`stagecraft-pubtest/paddle-<id>`, so concurrent runs, this suite's included, moving
+`stagecraft/paddle:*` do not disturb it) and tested once per session; it is pushed to
+each registry once: 768 MB in the engine, about 245 MB compressed, some 30 s to
+localhost. Every name the session gave in the engine is removed at its end.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import docker
@@ -32,7 +34,7 @@ from tests.integration.harness import ROOT, run_cli
 
 pytestmark = [pytest.mark.docker]
 
-REPO = "stagecraft-pubtest/paddle"
+REPO = f"stagecraft-pubtest/paddle-{uuid.uuid4().hex[:8]}"
 TAG, ALIAS = "2.6.2-cpu", "2.6.2"
 USER, PASSWORD = "pusher", "Zq7-not-a-real-s3cret-91x"
 V2 = "application/vnd.docker.distribution.manifest.v2+json"
@@ -131,10 +133,7 @@ def _registry(tmp_path_factory, name: str, auth: bool):
 
 def _untag_registry(client, reg: Registry) -> None:
     """Remove the engine's names under the registry (push tags them `HOST:PORT/...`)."""
-    for image in client.images.list():
-        for t in image.tags:
-            if t.startswith(reg.host + "/"):
-                client.images.remove(t, noprune=True)
+    _untag(client, lambda t: t.startswith(reg.host + "/"))
 
 
 @pytest.fixture(scope="session")
@@ -169,13 +168,28 @@ def _cli(*args: str, state: Path, env: dict[str, str] | None = None, timeout: fl
 
 @pytest.fixture(scope="session")
 def paddle(client, state) -> str:
-    """2.6.2-cpu built as `stagecraft-pubtest/paddle:2.6.2-cpu` and tested; its image id."""
-    proc = _cli("--tag", TAG, "--platform", host_platform(), "--test", "--json", state=state)
-    assert proc.returncode == 0, f"build/test of {TAG} failed:\n{proc.stderr[-3000:]}"
-    image_id = client.images.get(f"{REPO}:{TAG}").id
-    record = json.loads((state / "test-records" / f"{image_id.replace(':', '-')}.json").read_text())
-    assert record["passed"], record
-    return image_id
+    """2.6.2-cpu built as `stagecraft-pubtest/paddle-<id>:2.6.2-cpu` and tested; its
+    image id. At the end of the session its names (tag and alias) are removed."""
+    try:
+        proc = _cli("--tag", TAG, "--platform", host_platform(), "--test", "--json", state=state)
+        assert proc.returncode == 0, f"build/test of {TAG} failed:\n{proc.stderr[-3000:]}"
+        image_id = client.images.get(f"{REPO}:{TAG}").id
+        record = json.loads((state / "test-records" / f"{image_id.replace(':', '-')}.json").read_text())
+        assert record["passed"], record
+        yield image_id
+    finally:
+        _untag(client, lambda t: t.rsplit(":", 1)[0] == REPO)
+
+
+def _untag(client, which) -> None:
+    """Remove the engine's names (not the images) for which ``which(name)`` holds."""
+    for image in client.images.list():
+        for t in image.tags:
+            if which(t):
+                try:
+                    client.images.remove(t, noprune=True)
+                except docker.errors.ImageNotFound:
+                    pass
 
 
 @pytest.fixture(scope="session")
@@ -236,6 +250,21 @@ def test_push_moves_tag_and_alias(pushed, registry, state):
     saved = json.loads(Path(run["path"]).read_text())
     assert saved == run, "the run manifest on disk differs from --json"
     assert Path(run["path"]).parent == state / "runs"
+
+
+def test_push_to_a_namespace(pushed, registry, state):
+    """`--registry HOST:PORT/NAMESPACE` (the ghcr.io/org form): the namespace takes the
+    place of the repository's own, tag and alias land there, verified; the layers are
+    already in the registry (mounted, not uploaded again)."""
+    remote = f"team/{REPO.rsplit('/', 1)[-1]}"
+    proc = _cli("push", "--tag", TAG, "--registry", f"{registry.host}/team", "--json", state=state)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = json.loads(proc.stdout)
+    assert (run["registry"], run["repository"]) == (registry.host, remote), run
+    img = run["images"][0]
+    assert img["ref"] == f"{registry.host}/{remote}:{TAG}" and img["status"] == "pushed", img
+    assert registry.tags(remote) == sorted([TAG, ALIAS])
+    assert registry.digest(remote, TAG) == img["digest"] == pushed["run"]["images"][0]["digest"]
 
 
 def test_registry_digest_equals_local(pushed, registry, client, paddle):

@@ -277,3 +277,13 @@ def test_workflows_pass_actionlint():
     proc = subprocess.run([exe, "-no-color", "-oneline", *files], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_cli_bake_names_tags_as_push_does(tmp_path):
+    """`--registry HOST/NAMESPACE`: the bake file's tags are the references `push` gives
+    (the namespace takes the place of the repository's own)."""
+    out = tmp_path / "docker-bake.json"
+    proc = _cli("bake", "--registry", "ghcr.io/my-org", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    tags = [t for target in json.loads(out.read_text())["target"].values() for t in target.get("tags", [])]
+    assert tags and all(t.startswith("ghcr.io/my-org/paddle:") for t in tags), tags[:3]

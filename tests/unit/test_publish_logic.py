@@ -24,6 +24,7 @@ from stagecraft.publish import (
     gate,
     manifest_size,
     publish,
+    remote_repository,
     resolve_registry,
     with_retries,
 )
@@ -99,6 +100,31 @@ def test_registry_comes_from_cli_then_matrix():
         resolve_registry(None, "")
     with pytest.raises(InputError, match="not a registry host"):
         resolve_registry("https://r.example/v2", "")
+
+
+@pytest.mark.parametrize("value, host, path", [
+    ("127.0.0.1:5000", "127.0.0.1:5000", "stagecraft/paddle"),
+    ("ghcr.io/my-org", "ghcr.io", "my-org/paddle"),
+    ("docker.io/me", "docker.io", "me/paddle"),
+    ("registry.example:443/team/ml", "registry.example:443", "team/ml/paddle"),
+    ("ghcr.io/my-org/", "ghcr.io", "my-org/paddle"),
+])
+def test_registry_namespace_takes_the_place_of_the_repositorys(value, host, path):
+    assert remote_repository(resolve_registry(value, ""), "stagecraft/paddle") == (host, path)
+
+
+@pytest.mark.parametrize("value", ["ghcr.io/My-Org", "ghcr.io//x", "ghcr.io/a b",
+                                   "https://ghcr.io/org", "r:5000/-x", "h/" + "a" * 300])
+def test_registry_namespace_must_be_a_repository_path(value):
+    with pytest.raises(InputError, match="not a registry host or host/namespace") as exc:
+        resolve_registry(value, "")
+    assert len(exc.value.problems[0].line()) < 300
+
+
+def test_matrix_registry_may_hold_a_namespace(project):
+    path = project(MINIMAL.replace("repository: example/fw\n",
+                                   "repository: example/fw\nregistry: ghcr.io/my-org\n"))
+    assert load_matrix(path).registry == "ghcr.io/my-org"
 
 
 def test_matrix_registry_key_loads(project):
