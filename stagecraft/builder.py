@@ -30,6 +30,7 @@ from .capabilities import check_cache_options
 from .engine import Engine
 from .errors import BuildError
 from .plan import Plan, StageNode
+from .scratch import claimed_log
 from .tagging import TagJournal, apply_tags
 
 # Engine-side transport failures that say nothing about the Dockerfile; BuildKit reports
@@ -187,8 +188,12 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
         found = engine.image_id(node.image_ref)
         if found:
             return StageResult(node.key, node.stage, "cached", found)
+        # Another run building this stage now keeps its log; this one writes beside it.
+        with claimed_log(logs / f"{node.stage}-{node.key[:12]}.log") as log_path:
+            return build_node(node, log_path)
+
+    def build_node(node: StageNode, log_path: Path) -> StageResult:
         t0 = time.monotonic()
-        log_path = logs / f"{node.stage}-{node.key[:12]}.log"
         short = node.key[:12]
         cache_args = cache.stage_args(cache_from, cache_to, node.stage, node.key, node.line)
         attempt = 0

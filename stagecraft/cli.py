@@ -52,6 +52,7 @@ from .errors import EXIT_FAILED, EXIT_INPUT, EXIT_OK, BuildError, InputError
 from .expand import ImageSpec, expand, resolve
 from .matrix import Matrix, load_matrix
 from .safetext import one_line
+from .scratch import run_scratch
 from .summary import summary_notes
 from .tagging import TagJournal
 
@@ -1053,7 +1054,8 @@ def main(argv: list[str] | None = None) -> int:
         pass
     try:
         _check_repository(getattr(args, "repository", None))
-        return args.run(args)
+        with run_scratch():  # every temporary file of the run, removed however it ends
+            return args.run(args)
     except InputError as exc:
         for problem in exc.problems:
             print(f"error: {problem.line()}", file=sys.stderr)

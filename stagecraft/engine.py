@@ -27,6 +27,10 @@ from .capabilities import EngineFacts, parse_buildx_inspect
 from .errors import BuildError, InputError
 
 VERSION_RE = re.compile(r"^\d+\.\d+")  # what `docker version --format {{.Client.Version}}` prints
+# The docker client's words when its connection to the daemon broke during a build
+# (docker/cli: "cannot write <iidfile> because server did not provide an image ID").
+LOST_RE = re.compile(r"server did not provide an image ID|error reading from server: EOF|"
+                     r"Cannot connect to the Docker daemon")
 STEP_RE = re.compile(r"^#\d+ \[([^\]]+)\] (.*)$")
 
 
@@ -261,8 +265,23 @@ class Engine:
                 with self._lock:
                     self._running.discard(proc)
         if rc != 0 or not iidfile.exists():
-            raise BuildError(f"build failed (exit {rc}): {failure_reason(tail)}; log: {log_path}")
+            reason = failure_reason(tail)
+            if not self.answers():  # the client's last words are a symptom, not the cause
+                raise BuildError(f"the Docker engine stopped answering during the build (the "
+                                 f"client said: {reason[:160]}); log: {log_path}")
+            if LOST_RE.search(reason):
+                reason = ("the client lost its connection to the Docker engine mid-build (it "
+                          f"said: {reason[:160]})")
+            raise BuildError(f"build failed (exit {rc}): {reason}; log: {log_path}")
         return iidfile.read_text().strip()
+
+    def answers(self, timeout_s: float = 10) -> bool:
+        """Whether the daemon answers a ping within ``timeout_s`` seconds now (a fresh
+        connection from the environment, as a new client would make)."""
+        try:
+            return bool(docker.from_env(timeout=timeout_s).ping())
+        except Exception:  # noqa: BLE001 - any failure to reach it is the answer
+            return False
 
     def multi_platform(self) -> str:
         """'' when this engine can hold several platforms under one tag (an OCI image
@@ -416,7 +435,7 @@ def failure_reason(lines: list[str]) -> str:
     line printed by the failing step itself (pip's, apt's), else BuildKit's own error,
     without the step prefix; at most 300 characters."""
     out = [m.group(1) for m in map(_STEP_OUTPUT.match, lines) if m]
-    mismatch = _pip_hash_mismatch(out)
+    mismatch = _pip_hash_mismatch(out) or _pip_unreachable(out)
     if mismatch:
         return mismatch
     ours = [ln.strip() for ln in out if ln.lstrip().startswith("stagecraft: ")]
@@ -427,6 +446,27 @@ def failure_reason(lines: list[str]) -> str:
         return own[-1].strip()[:300]
     kit = [ln for ln in lines if "ERROR" in ln or "error" in ln]
     return (kit[-1] if kit else lines[-1] if lines else "no output").strip()[:300]
+
+
+_PIP_RETRY = re.compile(r"Retrying \(Retry\(.*?\)\) after connection broken by '(.+)': (\S+)\s*$")
+_PIP_NOT_FOUND = ("Could not find a version", "No matching distribution", "ResolutionImpossible")
+
+
+def _pip_unreachable(out: list[str]) -> str | None:
+    """pip's "no version found" when pip never reached the index (a dead proxy, no
+    route): the connection error of its retries is the cause, not the requirement.
+    pip prints ``WARNING: Retrying (Retry(total=4, ...)) after connection broken by
+    'ProxyError('Cannot connect to proxy.', NewConnectionError('<...object at 0x...>:
+    Failed to establish a new connection: [Errno 111] Connection refused'))': /simple/six/``
+    before ``ERROR: Could not find a version that satisfies the requirement ...``.
+    None when the output shows no such retries."""
+    retries = [m for m in map(_PIP_RETRY.search, out) if m]
+    if not retries or not any(word in ln for ln in out for word in _PIP_NOT_FOUND):
+        return None
+    cause = re.sub(r"<[^<>]*object at 0x[0-9a-f]+>: ", "", retries[-1].group(1))
+    return (f"pip could not reach the package index ({cause[:200]}; {len(retries)} "
+            f"attempt(s) at {retries[-1].group(2)[:80]}); check HTTPS_PROXY/HTTP_PROXY and "
+            "the network")
 
 
 def _pip_hash_mismatch(out: list[str]) -> str | None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from tests.integration.harness import ROOT
+from tests.integration.harness import ROOT, run_cli
 from tests.unit.minimal_matrix import MINIMAL
 
 REPO = "stagecraft-it/six"
@@ -310,3 +310,160 @@ def test_tag_phase_is_all_or_nothing_under_signals(tags_project, eclient):
             if "put back" in last:
                 outcomes[-1] = "put back"
     assert "put back" in outcomes, f"no interrupt fell inside the tag phase: {outcomes} ({phase:.3f} s)"
+
+
+@pytest.fixture
+def own_project(project, client):
+    """The six project under a repository of its own and a vendor label no other run
+    used (its label stages are new keys, built in about a second), on the host engine
+    (what these tests check is the driver's, not the engine's): (path, repository)."""
+    repo = f"stagecraft-it/six-own-{uuid.uuid4().hex[:8]}"
+    text = MINIMAL.replace("repository: example/fw", f"repository: {repo}").replace(
+        "source: https://example.invalid/src",
+        f"source: https://example.invalid/src\nvendor: v-{uuid.uuid4().hex}")
+    yield project(text), repo
+    _remove_repository(client, repo)
+
+
+def test_sigkill_leaves_scratch_the_next_run_removes(own_project):
+    """SIGKILL cannot be handled: the killed run's scratch directory (its build contexts)
+    stays, and the next run of any command removes it (issue 13, item 7)."""
+    import tempfile
+
+    path, _ = own_project
+    base = Path(tempfile.gettempdir()) / f"stagecraft-{os.getuid()}"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "build.py"), "--matrix", str(path),
+                             "--tag", "1.16.0-cpu"], cwd=path.parent, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    seen = ""
+    while not re.search(r"\[\d+/\d+\] label@", seen):
+        line = proc.stderr.readline()
+        assert line, seen[-2000:]
+        seen += line
+    left = list(base.glob(f"run-{proc.pid}-*"))
+    proc.kill()
+    proc.wait(timeout=60)
+    assert left and all(d.is_dir() for d in left), "the run had no scratch directory"
+    again = run_cli("--matrix", str(path), "--list", cwd=path.parent)
+    assert again.returncode == 0, again.stderr
+    assert not any(d.exists() for d in left), "the next run left the killed run's scratch"
+
+
+def test_two_runs_of_one_tag_keep_their_own_logs(own_project):
+    """Two runs building the same stage at once: each writes a whole log of its own
+    (the second beside the first, named by its pid), neither truncates the other's."""
+    path, _ = own_project
+    argv = [sys.executable, str(ROOT / "build.py"), "--matrix", str(path), "--tag", "1.16.0-cpu",
+            "--state-dir", str(path.parent / "state")]
+    runs = [subprocess.Popen(argv, cwd=path.parent, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    errs = [r.communicate(timeout=900)[1] for r in runs]
+    assert [r.returncode for r in runs] == [0, 0], [e[-1500:] for e in errs]
+    logs = sorted((path.parent / "state" / "logs").glob("label-*.log"))
+    built = sum(bool(re.search(r"label@\w+ built in", e)) for e in errs)
+    assert len(logs) == built >= 1, (built, [log.name for log in logs])
+    for log in logs:
+        text = log.read_text()
+        assert text.startswith("$ ") and text.count("\n$ ") == 0, f"{log.name} mixes two runs"
+        assert re.search(r"writing image sha256:|naming to", text), f"{log.name} is cut short"
+
+
+def _new_runtime_key(path: Path) -> None:
+    """A constraint no run used before: the runtime stage is a new key, so pip runs."""
+    path.write_text(path.read_text().replace(
+        'build: {python: ["3.11"]}',
+        f'build: {{python: ["3.11"]}}\n      constraints: ["six==1.16.0", '
+        f'"setuptools<{1000 + uuid.uuid4().int % 10**9}"]'))
+
+
+def test_a_dead_proxy_is_named_not_pips_resolution_error(own_project):
+    """pip behind a proxy that does not answer ends with "Could not find a version" /
+    ResolutionImpossible; the reason given is that pip never reached the index."""
+    path, _ = own_project
+    first = run_cli("--matrix", str(path), "--tag", "1.16.0-cpu", cwd=path.parent)  # base, cached
+    assert first.returncode == 0, first.stderr[-2000:]
+    _new_runtime_key(path)
+    dead = "http://127.0.0.1:9"
+    proc = subprocess.run([sys.executable, str(ROOT / "build.py"), "--matrix", str(path), "--tag",
+                           "1.16.0-cpu"], cwd=path.parent, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "HTTPS_PROXY": dead, "HTTP_PROXY": dead,
+                               "https_proxy": dead, "http_proxy": dead})
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    failed = [ln for ln in proc.stderr.splitlines() if "runtime@" in ln and "FAILED" in ln]
+    assert failed and "pip could not reach the package index (ProxyError" in failed[0], proc.stderr[-2000:]
+    assert "ResolutionImpossible" not in failed[0] and "Could not find a version" not in failed[0]
+
+
+class _SocketRelay:
+    """A unix socket relaying to the host engine's: DOCKER_HOST for a run whose engine
+    then goes away (``stop()`` closes the socket and every connection through it)."""
+
+    def __init__(self, path: Path):
+        import socket
+        import threading
+
+        self.path, self.conns, self.threading = path, [], threading
+        self.srv = socket.socket(socket.AF_UNIX)
+        self.srv.bind(str(path))
+        self.srv.listen(64)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+
+        while True:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            u = socket.socket(socket.AF_UNIX)
+            u.connect("/var/run/docker.sock")
+            self.conns += [c, u]
+            for a, b in ((c, u), (u, c)):
+                self.threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(a, b) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+
+    def stop(self) -> None:
+        import socket
+
+        self.srv.close()
+        for s in self.conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            except OSError:
+                pass
+
+
+def test_an_engine_lost_mid_build_is_named(own_project, tmp_path):
+    """The engine goes away while a RUN step runs: the reason is that the engine stopped
+    answering, not the client's "cannot write iid ... did not provide an image ID"."""
+    path, _ = own_project
+    first = run_cli("--matrix", str(path), "--tag", "1.16.0-cpu", cwd=path.parent)  # base, cached
+    assert first.returncode == 0, first.stderr[-2000:]
+    _new_runtime_key(path)
+    relay = _SocketRelay(tmp_path / "docker.sock")
+    proc = subprocess.Popen([sys.executable, str(ROOT / "build.py"), "--matrix", str(path), "--tag",
+                             "1.16.0-cpu"], cwd=path.parent, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "DOCKER_HOST": f"unix://{tmp_path / 'docker.sock'}"})
+    seen = ""
+    try:
+        while not re.search(r"runtime@\w+ \[(?:\S+ )?\d/\d\] RUN", seen):
+            line = proc.stderr.readline()
+            assert line, seen[-2000:]
+            seen += line
+    finally:
+        relay.stop()
+    seen += proc.communicate(timeout=300)[1]
+    assert proc.returncode == 1, seen[-2000:]
+    failed = [ln for ln in seen.splitlines() if "runtime@" in ln and "FAILED" in ln]
+    assert failed and "the Docker engine stopped answering during the build" in failed[0], seen[-2000:]
+    assert "Traceback" not in seen, seen[-2000:]

@@ -72,3 +72,24 @@ def test_failure_reason_prefers_our_own_check():
              "run `build.py lock --upgrade`",
              "#5 ERROR: executor failed running [...]: exit code: 1"]
     assert failure_reason(lines).startswith("stagecraft: tini 0.19.0-1+b3 is locked")
+
+
+# pip 24 through a proxy that does not answer (captured: `pip download six==1.16.0
+# --proxy http://127.0.0.1:9 --retries 2`), as BuildKit's plain progress shows it.
+DEAD_PROXY = [f"#7 {t} {line}" for t, line in [
+    ("2.10", "Collecting six==1.16.0"),
+    ("2.51", "WARNING: Retrying (Retry(total=1, connect=None, read=None, redirect=None, status=None)) after connection broken by 'ProxyError('Cannot connect to proxy.', NewConnectionError('<pip._vendor.urllib3.connection.HTTPSConnection object at 0x7f8c36b35b50>: Failed to establish a new connection: [Errno 111] Connection refused'))': /simple/six/"),
+    ("3.52", "WARNING: Retrying (Retry(total=0, connect=None, read=None, redirect=None, status=None)) after connection broken by 'ProxyError('Cannot connect to proxy.', NewConnectionError('<pip._vendor.urllib3.connection.HTTPSConnection object at 0x7f8c35266250>: Failed to establish a new connection: [Errno 111] Connection refused'))': /simple/six/"),
+    ("3.60", "ERROR: Could not find a version that satisfies the requirement six==1.16.0 (from versions: none)"),
+    ("3.60", "ERROR: No matching distribution found for six==1.16.0"),
+]] + ["#7 ERROR: process \"/bin/sh -c pip install ...\" did not complete successfully: exit code: 1"]
+
+
+def test_failure_reason_names_an_unreachable_index_not_the_requirement():
+    reason = failure_reason(DEAD_PROXY)
+    assert reason.startswith("pip could not reach the package index (ProxyError('Cannot connect "
+                             "to proxy.', NewConnectionError('Failed to establish a new "
+                             "connection: [Errno 111] Connection refused'))"), reason
+    assert "2 attempt(s) at /simple/six/" in reason and "0x7f8c" not in reason
+    # A real "no such version" (the index answered) keeps pip's own line.
+    assert failure_reason(PIP_FAILURE) == "ERROR: No matching distribution found for six==0.0.404"

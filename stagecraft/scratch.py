@@ -1,0 +1,110 @@
+"""Scratch space of a run, and stage logs that two runs cannot truncate for each other.
+
+Every temporary file and directory a run makes (build contexts, iid files, root
+filesystems, ...) goes through ``tempfile``; ``run_scratch`` points ``tempfile`` at one
+directory owned by the run, ``<tmp>/stagecraft-<uid>/run-<pid>-<start>``, and removes it
+when the run ends, however it ends short of SIGKILL. A run killed with SIGKILL leaves it;
+the next run removes every such directory whose process is gone (the pid no longer
+exists, or exists with another start time: ``/proc/<pid>/stat`` field 22, see proc(5)).
+
+``claimed_log`` gives a run the stage log ``<stage>-<key>.log`` under an exclusive
+``flock`` (flock(2)): a second run building the same stage at the same time writes
+``<stage>-<key>.<pid>.log`` instead of truncating the first one's.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def start_time(pid: int) -> str | None:
+    """The start time of process ``pid`` in clock ticks since boot (proc(5), field 22
+    of ``/proc/<pid>/stat``), or None when there is no such process (or no /proc)."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return raw.rsplit(")", 1)[1].split()[19]  # fields after "(comm)" start at field 3
+
+
+def _owner_alive(name: str) -> bool:
+    """Whether the run that made directory ``run-<pid>-<start>`` is still running."""
+    try:
+        _, pid, start = name.split("-", 2)
+        return start_time(int(pid)) == start
+    except ValueError:
+        return True  # not one of ours: leave it
+
+
+def _private_base(base: Path) -> Path | None:
+    """``base`` made (mode 0700) or found as a real directory of this user; None when it
+    is something else (another user's, a symlink): then nothing is swept there."""
+    try:
+        base.mkdir(mode=0o700, exist_ok=True)
+        st = os.lstat(base)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        return None
+    return base
+
+
+def sweep(base: Path) -> list[Path]:
+    """Remove the scratch directories under ``base`` whose run is gone; returns them."""
+    removed = []
+    for entry in base.glob("run-*"):
+        if entry.is_dir() and not entry.is_symlink() and not _owner_alive(entry.name):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
+
+
+@contextmanager
+def run_scratch(tmp: str | None = None) -> Iterator[Path]:
+    """Inside the block, ``tempfile`` makes everything under this run's own directory
+    (in ``tmp``, default the system's temporary directory); stale ones of dead runs are
+    removed first, this one at the end. Yields the directory."""
+    system = Path(tmp or tempfile.gettempdir())
+    base = _private_base(system / f"stagecraft-{os.getuid()}")
+    if base is None:
+        mine = Path(tempfile.mkdtemp(prefix="stagecraft-run-", dir=system))
+    else:
+        sweep(base)
+        mine = base / f"run-{os.getpid()}-{start_time(os.getpid()) or 0}"
+        shutil.rmtree(mine, ignore_errors=True)  # a dead run of the same pid and start
+        mine.mkdir(mode=0o700)
+    previous = tempfile.tempdir
+    tempfile.tempdir = str(mine)
+    try:
+        yield mine
+    finally:
+        tempfile.tempdir = previous
+        shutil.rmtree(mine, ignore_errors=True)
+
+
+@contextmanager
+def claimed_log(path: Path) -> Iterator[Path]:
+    """``path`` held for this run (an exclusive ``flock`` while the block runs), or,
+    when another run holds it now, ``<stem>.<pid><suffix>`` beside it. Yields the path
+    to write; the lock goes with the block."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    candidates = [path, path.with_name(f"{path.stem}.{os.getpid()}{path.suffix}")]
+    for i, candidate in enumerate(candidates):
+        fd = os.open(candidate, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (fcntl.LOCK_NB if i == 0 else 0))
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        try:
+            yield candidate
+        finally:
+            os.close(fd)  # releases the lock
+        return

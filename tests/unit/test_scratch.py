@@ -1,0 +1,57 @@
+"""A run's scratch directory and its stage logs (issue 13, item 7), with real processes:
+a dead run's directory is removed by the next run, a live one is left alone, and a
+stage log held by one process is not truncated by another."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from stagecraft.scratch import claimed_log, run_scratch, start_time, sweep
+
+
+def test_a_dead_runs_directory_is_swept_a_live_one_kept(tmp_path):
+    proc = subprocess.Popen(["sleep", "60"])
+    dead = tmp_path / f"run-{proc.pid}-{start_time(proc.pid)}"
+    proc.kill()
+    proc.wait()
+    reused = tmp_path / f"run-{os.getpid()}-1"  # this pid, another start time: a dead run
+    live = tmp_path / f"run-{os.getpid()}-{start_time(os.getpid())}"
+    other = tmp_path / "run-notours"
+    for d in (dead, reused, live, other):
+        (d / "tmp1" / "context").mkdir(parents=True)
+    assert sorted(sweep(tmp_path)) == sorted([dead, reused])
+    assert live.is_dir() and other.is_dir() and not dead.exists() and not reused.exists()
+
+
+def test_everything_temporary_lives_in_the_runs_directory(tmp_path):
+    before = tempfile.tempdir
+    with run_scratch(str(tmp_path)) as mine:
+        assert mine.parent == tmp_path / f"stagecraft-{os.getuid()}"
+        with tempfile.TemporaryDirectory(prefix="stagecraft-ctx-") as ctx:
+            assert Path(ctx).parent == mine
+        kept = Path(tempfile.mkdtemp())
+        assert kept.parent == mine
+    assert not mine.exists() and not kept.exists()
+    assert tempfile.tempdir == before
+
+
+def test_a_held_stage_log_is_not_taken_by_another_process(tmp_path):
+    log = tmp_path / "logs" / "label-0123456789ab.log"
+    script = ("import sys; from pathlib import Path; from stagecraft.scratch import claimed_log\n"
+              "with claimed_log(Path(sys.argv[1])) as p:\n"
+              "    p.write_text('second run\\n'); print(p)")
+    with claimed_log(log) as mine:
+        assert mine == log
+        mine.write_text("first run, still building\n")
+        proc = subprocess.run([sys.executable, "-c", script, str(log)], capture_output=True,
+                              text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
+        assert proc.returncode == 0, proc.stderr
+        theirs = Path(proc.stdout.strip())
+        assert theirs != log and theirs.name.startswith("label-0123456789ab.") and theirs.suffix == ".log"
+        assert log.read_text() == "first run, still building\n", "the other run truncated this log"
+    with claimed_log(log) as again:  # free once the first run let go
+        assert again == log
