@@ -27,7 +27,7 @@ from .safetext import clip, cut, describe, unsafe_positions
 PathKey = Sequence[str | int]
 
 MAX_BYTES = 1024 * 1024  # 1 MiB: matrix.yaml is about 15 KiB; parsing 1 MiB takes seconds
-MAX_VALUES = 200_000  # values once every alias is expanded
+MAX_VALUES = 100_000  # values, also once every alias is expanded (matrix.yaml: ~3,000)
 MAX_DEPTH = 64  # nesting levels (matrix.yaml uses 8)
 MAX_TEXT = 4096  # characters of one string (matrix.yaml's longest is about 100)
 MAX_ECHOED = 20  # problems of one kind listed before the rest are counted
@@ -239,6 +239,21 @@ def _measure(root: yaml.Node, where: str) -> None:
                              "use fewer nested aliases")
 
 
+class _TooMany(Exception):
+    pass
+
+
+class _CountingLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that stops composing after ``MAX_VALUES`` nodes: the worst
+    file of ``MAX_BYTES`` is refused after a fraction of its parse."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._count = getattr(self, "_count", 0) + 1
+        if self._count > MAX_VALUES:
+            raise _TooMany
+        return super().compose_node(parent, index)
+
+
 def _read_text(path: Path, where: str) -> str:
     try:
         # O_NONBLOCK: opening a FIFO for reading would wait for a writer forever; fstat
@@ -301,7 +316,10 @@ def read_document(path: str | Path, display: str | None = None) -> Document:
     if problems:
         raise InputError(problems)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_CountingLoader)
+    except _TooMany:
+        raise InputError.one(where, f"the document has more than {MAX_VALUES} values",
+                             "a matrix holds far fewer; check that this is the right file") from None
     except RecursionError:
         raise InputError.one(where, "nested too deeply", "flatten the structure") from None
     except yaml.MarkedYAMLError as exc:
