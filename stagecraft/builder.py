@@ -227,7 +227,7 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
         state = ""
         if cache_to is not None and node.line:
             failures = progress.cache_export_errors if cache_args else ["the build ran without its cache"]
-            state = f"not written: {failures[0][:200]}" if failures else "written"
+            state = f"not written: {failures[0][:300]}" if failures else "written"
             if failures:
                 warn(f"{node.stage}@{short}: cache {state}")
             elif cache_to.kind == "local":

@@ -87,16 +87,38 @@ class TestEngine:
         return not self.modern or spec.framework.get("device") == "cpu"
 
 
-def modern_env() -> dict[str, str]:
-    """``scripts/modern-engine.sh up`` (a no-op when it answers), then its variables.
+def modern_env(name: str = "stagecraft-modern", action: str = "up") -> dict[str, str]:
+    """``scripts/modern-engine.sh up`` (a no-op when it answers; ``reset``: a fresh
+    engine state, its registry kept) for the engine called ``name``, then its variables.
     Raises RuntimeError with the script's own message when it cannot start."""
     script = ROOT / "scripts" / "modern-engine.sh"
-    up = subprocess.run(["bash", str(script), "up"], capture_output=True, text=True, timeout=900)
+    env = {**os.environ, "STAGECRAFT_MODERN_NAME": name}
+    up = subprocess.run(["bash", str(script), action], capture_output=True, text=True,
+                        timeout=900, env=env)
     if up.returncode != 0:
-        raise RuntimeError(f"the modern engine did not start: {up.stderr.strip()[-1500:]}")
+        raise RuntimeError(f"the modern engine {name} did not start: {up.stderr.strip()[-1500:]}")
     out = subprocess.run(["bash", str(script), "env"], capture_output=True, text=True,
-                         timeout=60, check=True).stdout
+                         timeout=60, check=True, env=env).stdout
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def _modern(name: str, env: dict[str, str]) -> TestEngine:
+    return TestEngine(name, {k: env[k] for k in ("DOCKER_HOST", "DOCKER_CONFIG")},
+                      address=env["STAGECRAFT_MODERN_ADDRESS"],
+                      container=env["STAGECRAFT_MODERN_NAME"],
+                      share=Path(env["STAGECRAFT_MODERN_SHARE"]),
+                      registry=env["STAGECRAFT_MODERN_REGISTRY"],
+                      registry_from_host=env["STAGECRAFT_MODERN_REGISTRY_FROM_HOST"])
+
+
+RUNNER = "stagecraft-runner"
+
+
+def fresh_runner() -> TestEngine:
+    """A CI runner as it starts: the modern engine ``stagecraft-runner`` (a second
+    container of the same image) reset to a fresh state (no images, no build cache),
+    its registry (127.0.0.1:5000 inside) kept: what runners share."""
+    return _modern("modern", modern_env(RUNNER, "reset"))
 
 
 @cache
@@ -104,10 +126,4 @@ def get(name: str) -> TestEngine:
     """The engine called ``name`` (started on first use for ``modern``)."""
     if name == "host":
         return TestEngine("host")
-    env = modern_env()
-    return TestEngine("modern", {k: env[k] for k in ("DOCKER_HOST", "DOCKER_CONFIG")},
-                      address=env["STAGECRAFT_MODERN_ADDRESS"],
-                      container=env["STAGECRAFT_MODERN_NAME"],
-                      share=Path(env["STAGECRAFT_MODERN_SHARE"]),
-                      registry=env["STAGECRAFT_MODERN_REGISTRY"],
-                      registry_from_host=env["STAGECRAFT_MODERN_REGISTRY_FROM_HOST"])
+    return _modern("modern", modern_env())
