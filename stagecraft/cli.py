@@ -22,6 +22,8 @@ options.
     python build.py matrix [--format github|json] the CI job matrix (one entry per tag)
     python build.py bake [-o docker-bake.json]    a bake file: each stage a target
     python build.py verify REF --key cosign.pub  signature, SBOM and test record of a pushed digest
+    python build.py prune [--keep N] [--yes]      stage images no target of the plan uses
+                                                  (a dry run without --yes)
     python build.py lock [--check | --upgrade [PACKAGE ...]]
                                                   matrix.lock: every input by version and SHA-256
 
@@ -894,6 +896,81 @@ def cmd_bake(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return EXIT_OK
+
+
+def _prune_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--yes", action="store_true",
+                   help="remove what the dry run lists (default: list only)")
+    p.add_argument("--keep", type=int, default=0, metavar="N",
+                   help="keep the N most recent previous keys of each stage (default: 0)")
+    p.add_argument("--cache", metavar="type=local,dir=PATH",
+                   help="also prune this local build cache directory (--cache-to's)")
+
+
+@command("prune", "remove stage images (and local caches) no target of the plan uses",
+         _prune_options, _json, _repository, _base_source)
+def cmd_prune(args: argparse.Namespace) -> int:
+    """List (default) or remove (``--yes``) the stage images and bootstrapped bases of
+    this engine that no target of the current plan (every image of the matrix, every
+    platform) references, with their sizes; never an image another name points at, never
+    a name outside stagecraft's own repositories."""
+    from . import cache, prune
+    from .engine import Engine
+    from .platforms import host_platform
+    from .summary import SIZE_KINDS
+
+    if args.keep < 0:
+        raise InputError.one(f"--keep {args.keep}", "must be 0 or more", "pass --keep 1 or more")
+    local = cache.parse(args.cache, "--cache") if args.cache else None
+    if local is not None and local.kind != "local":
+        raise InputError.one(f"--cache {_clip(args.cache)}", "prune takes a local cache directory",
+                             "a registry's tags are pruned by the registry (its garbage collector)")
+    matrix, specs = _load(args)
+    plan = _plan(matrix, specs, args, {s.tag: s.platforms or (host_platform(),) for s in specs})
+    engine = Engine()
+    decisions = prune.plan_prune(prune.owned_images(engine.client), prune.referenced(plan), args.keep)
+    entries = prune.local_cache_prune(local, plan, args.keep) if local else []
+    going = [d for d in decisions if d.remove]
+    spared = [d for d in decisions if not d.remove and d.why != "in the plan"]
+    cache_going = [e for e in entries if e.remove]
+    failed: list[tuple[Any, str]] = []
+    freed: int | None = None
+    if args.yes:
+        before = prune.layers_size(engine.client) if going else 0
+        failed = prune.remove(engine.client, going)
+        prune.remove_cache_entries(cache_going)
+        freed = before - prune.layers_size(engine.client) if going else 0
+    kind = "compressed" if engine.containerd_store else "unpacked"
+    if args.json:
+        _emit_json({"removed" if args.yes else "would_remove":
+                    [{"ref": d.image.ref, "image_id": d.image.image_id, "size": d.image.size,
+                      "created": d.image.created} for d in going],
+                    "kept": [{"ref": d.image.ref, "why": d.why} for d in decisions if not d.remove],
+                    "cache": [{"path": str(e.path), "remove": e.remove, "why": e.why, "size": e.size}
+                              for e in entries],
+                    "size_kind": kind, "freed": freed,
+                    "failed": [{"ref": d.image.ref, "error": e} for d, e in failed]})
+    else:
+        verb = "removed" if args.yes else "would remove"
+        for d in going:
+            print(f"{verb:<12} {d.image.ref:<52} {_human_size(d.image.size):>9}  {d.image.created[:19]}")
+        for d in spared:
+            print(f"{'kept':<12} {d.image.ref:<52} {_human_size(d.image.size):>9}  {d.why}")
+        for e in entries:
+            if e.remove or e.why != "in the plan":
+                print(f"{verb if e.remove else 'kept':<12} {str(e.path):<52} {_human_size(e.size):>9}"
+                      f"{'' if e.remove else '  ' + e.why}")
+    _say(f"{len(going)} image name(s) {'removed' if args.yes else 'to remove'}, "
+         f"{len(decisions) - len(going)} kept"
+         + (f" (the engine's layers shrank by {_human_size(freed)})" if freed is not None else "")
+         + (f"; {len(cache_going)} local cache entr{'y' if len(cache_going) == 1 else 'ies'} "
+            f"({_human_size(sum(e.size for e in cache_going))})" if local else "")
+         + ("" if args.yes or not (going or cache_going) else "; dry run: pass --yes to remove them"))
+    _say(SIZE_KINDS[kind].replace("* size", "sizes") + "; each counts the layers it shares with "
+         "other images, which stay while a kept image uses them")
+    for d, error in failed:
+        _say(f"not removed: {d.image.ref}: {error}")
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 @command("freeze", "pins of a built image's venv, as constraints: for matrix.yaml", _one_tag,

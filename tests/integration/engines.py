@@ -19,6 +19,7 @@ that tests it and a cold CI run stays within its time budget.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -111,12 +112,14 @@ def _modern(name: str, env: dict[str, str]) -> TestEngine:
                       registry_from_host=env["STAGECRAFT_MODERN_REGISTRY_FROM_HOST"])
 
 
-RUNNER = "stagecraft-runner"
+# One runner engine per checkout: test runs of two checkouts on one machine (each resets
+# its runner) do not disturb each other.
+RUNNER = "stagecraft-runner-" + hashlib.sha256(str(ROOT).encode()).hexdigest()[:8]
 
 
 def fresh_runner() -> TestEngine:
-    """A CI runner as it starts: the modern engine ``stagecraft-runner`` (a second
-    container of the same image) reset to a fresh state (no images, no build cache),
+    """A CI runner as it starts: the modern engine ``RUNNER`` (a second container of the
+    same image, this checkout's own) reset to a fresh state (no images, no build cache),
     its registry (127.0.0.1:5000 inside) kept: what runners share."""
     return _modern("modern", modern_env(RUNNER, "reset"))
 
