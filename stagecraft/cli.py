@@ -157,26 +157,41 @@ def _platforms(chosen: list[ImageSpec], args: argparse.Namespace) -> dict[str, t
     return out
 
 
-def _check_platforms(engine: Any, wanted: dict[str, tuple[str, ...]]) -> None:
-    """Exit 2 before anything is built when the engine cannot hold several platforms
-    under one tag, or when a platform needs emulation that is not set up."""
+def _check_platforms(engine: Any, wanted: dict[str, tuple[str, ...]],
+                     explicit: bool) -> dict[str, tuple[str, ...]]:
+    """The platforms to build per tag on this engine. Where the engine cannot hold several
+    platforms under one tag (Docker without the containerd image store, e.g. Debian's
+    20.10) and ``--platform`` was not given, a multi-platform tag is built for the host's
+    platform only, said in one line; asked for explicitly, that is bad input (exit 2)
+    before anything is built. Raises ``InputError`` too when a platform needs emulation
+    that is not set up."""
     from . import platforms
 
     several = {tag: ps for tag, ps in wanted.items() if len(ps) > 1}
     if several:
         why = engine.multi_platform()
-        if why:
+        if why and explicit:
             tag, ps = next(iter(several.items()))
             raise InputError.one(f"--tag {tag}", f"{why}: it cannot build {', '.join(ps)} "
                                  "under one tag", f"pass --platform {platforms.host_platform()} "
                                  "for one platform, or use an engine with the containerd image "
                                  "store and buildx (Docker 24+)")
+        if why:
+            host = platforms.host_platform()
+            wanted = dict(wanted)
+            for tag, ps in several.items():
+                one = host if host in ps else ps[0]
+                wanted[tag] = (one,)
+                _say(f"note: {why}: building {tag} for {one} only (its matrix platforms: "
+                     f"{', '.join(ps)}; all of them need an engine with the containerd image "
+                     "store and buildx)")
     for p in sorted({p for ps in wanted.values() for p in ps}):
         why = platforms.emulation(p)
         if why:
             raise InputError.one(f"--platform {p}", why,
                                  f"run scripts/setup.sh with STAGECRAFT_PLATFORMS={p} (as root: "
                                  "installs qemu-user-static and registers it)")
+    return wanted
 
 
 def _base_source(p: argparse.ArgumentParser) -> None:
@@ -541,7 +556,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         raise BuildError("nothing left to build on this host (see above)")
     wanted = _platforms(chosen, args)
     engine = Engine()
-    _check_platforms(engine, wanted)
+    wanted = _check_platforms(engine, wanted, bool(args.platform))
     plan = _plan(matrix, chosen, args, wanted)
     chosen = [s for s in chosen if s.tag in wanted]
     repository = args.repository or matrix.repository
