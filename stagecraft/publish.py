@@ -571,6 +571,9 @@ def gate(daemon: Daemon, specs: list[ImageSpec], repository: str,
     return out
 
 
+_DIGEST_STATUS = re.compile(r"^\S+: digest: (sha256:[0-9a-f]{64}) size: \d+$")
+
+
 def _push_once(daemon: Daemon, remote: str, name: str, progress: Callable[[str], None]
                ) -> tuple[str, int, int]:
     digest, pushed, existed = "", 0, 0
@@ -587,6 +590,11 @@ def _push_once(daemon: Daemon, remote: str, name: str, progress: Callable[[str],
         aux = ev.get("aux")
         if isinstance(aux, dict) and aux.get("Digest"):
             digest = str(aux["Digest"])
+        # Docker with the containerd image store (26) sends no aux event: the digest comes
+        # only in the closing status line, `<tag>: digest: sha256:... size: N`.
+        found = _DIGEST_STATUS.match(status)
+        if found and not digest:
+            digest = found.group(1)
     if not digest:
         raise PublishError(f"push of {remote}:{name}: the daemon reported no digest", "transient")
     return digest, pushed, existed

@@ -420,3 +420,21 @@ def test_registry_client_refused_connection_is_transient():
     with pytest.raises(PublishError) as exc:
         client.manifest("r", "t")
     assert exc.value.kind == "transient"
+
+
+class _Docker26Push:
+    """The end of a real push stream of Docker 26.1.5 with the containerd image store
+    (an image index): no aux event, the digest only in the last status line."""
+
+    def push(self, repository, tag):
+        yield {"status": "Layer already exists", "progressDetail": {}, "id": "4f4fb700ef54"}
+        yield {"status": f"{tag}: digest: sha256:8c496c149e75b8a17216e4a4cffd0226026809106671be875e12c67f8e1524b1 size: 1609"}
+
+
+def test_digest_from_the_containerd_store_status_line():
+    from stagecraft.publish import _push_once
+
+    digest, pushed, existed = _push_once(_Docker26Push(), "127.0.0.1:5000/r", "3.2.2-cpu",
+                                         lambda s: None)
+    assert digest == "sha256:8c496c149e75b8a17216e4a4cffd0226026809106671be875e12c67f8e1524b1"
+    assert (pushed, existed) == (0, 1)
