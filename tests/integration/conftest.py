@@ -85,7 +85,7 @@ def build_on(engine: engines.TestEngine) -> dict[str, dict]:
         tags, _ = buildable_here()
         by_tag = {s.tag: s for s in SPECS}
         # The host's platform only: these suites run natively; the arm64 images are built
-        # and tested by test_platforms.py.
+        # and tested by test_platforms_emulated.py.
         args = ["--json", "--jobs", "2", "--platform", host_platform()]
         for tag in tags:
             if engine.builds(by_tag[tag]):
