@@ -176,9 +176,21 @@ def exec_command(argv: Sequence[str], env: Mapping[str, str]) -> int:
     return 0  # not reached
 
 
+def share_with_group() -> None:
+    """A non-root user's new files group-writable: umask 0022 (Docker's default) becomes
+    0002, so any uid in group 0 can later change what this one installed into the
+    group-0 environment (/opt/venv; bash-env does the same for Dockerfile RUN steps).
+    Root keeps 0022; any other umask was set on purpose and is kept."""
+    if os.geteuid() != 0:
+        old = os.umask(0o002)
+        if old != 0o022:
+            os.umask(old)
+
+
 def start(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     """The start path: plan, report, one line, exec."""
     env = dict(os.environ if env is None else env)
+    share_with_group()
     quiet = env.get("STAGECRAFT_QUIET", "") not in ("", "0", "false", "no")
     try:
         p = plan(env)

@@ -65,6 +65,18 @@ def debian_key(spec: ImageSpec, platform: str) -> str:
     return f"debian {spec.base['name']} {platform}"
 
 
+def stage_apt(components: dict[str, Any], stage: str) -> dict[str, Any]:
+    """The Debian packages (``{package: {"version", "why"}}``) a stage installs: the
+    base's ``apt`` for the base stage; for the runtime stage the framework's ``apt`` and
+    the base's ``toolkit_apt`` (what the frameworks' common toolkits load), one set."""
+    if stage == "base":
+        return dict((components.get("base") or {}).get("apt") or {})
+    if stage == "runtime":
+        return {**((components.get("base") or {}).get("toolkit_apt") or {}),
+                **((components.get("framework") or {}).get("apt") or {})}
+    return {}
+
+
 def apt_stage_name(spec: ImageSpec, stage: str) -> str:
     """Name of a stage's apt set inside its Debian entry (``base``, ``runtime paddle-...``)."""
     table = APT_TABLES[stage]
@@ -109,8 +121,7 @@ def wanted(matrix: Matrix, specs: list[ImageSpec]) -> dict[str, dict[str, dict[s
                 "variant": b.get("variant", "minbase"), "include": sorted(b.get("include", ())),
                 "arch": _arch(plat), "stages": {}})
             for stage in spec.chain:
-                table = APT_TABLES.get(stage)
-                apt = (comps.get(table) or {}).get("apt") if table else None
+                apt = stage_apt(comps, stage)
                 if apt:
                     entry["stages"][apt_stage_name(spec, stage)] = sorted(
                         f"{pkg}={spec_['version']}" for pkg, spec_ in apt.items())
@@ -384,6 +395,11 @@ class StageLock:
         return [f"{p} {v} {h}" for p, v, h in self.apt]
 
     @property
+    def pins(self) -> list[str]:
+        """``name==version`` of every distribution: the image's constraints."""
+        return [f"{n}=={v}" for n, v, _ in self.python]
+
+    @property
     def requirements(self) -> list[str]:
         """pip requirement lines with hashes: ``name==version --hash=sha256:...``."""
         return [f"{n}=={v} " + " ".join(f"--hash=sha256:{h}" for h in hashes)
@@ -420,6 +436,20 @@ def _entry(lock: Lock, kind: str, key: str, inputs: dict[str, Any], where: str) 
     return entry
 
 
+def _debian_entry(lock: Lock, key: str, inputs: dict[str, Any], where: str) -> dict[str, Any]:
+    """The Debian entry ``key``, checked against what one image wants of it: the
+    bootstrap inputs, and the apt sets of that image's stages (the entry also holds the
+    sets of every other image on the same base, which this image does not ask about)."""
+    entry = lock.debian.get(key)
+    if entry is not None:
+        have = entry["inputs"]
+        mine = {**have, "stages": {n: s for n, s in have.get("stages", {}).items()
+                                   if n in inputs.get("stages", {})}}
+        if mine == inputs:
+            return entry
+    return _entry(lock, "debian", key, inputs, where)  # raises, naming what differs
+
+
 def stage_lock(matrix: Matrix, spec: ImageSpec, stage: str, platform: str = "") -> StageLock | None:
     """What ``stage`` of ``spec`` installs on ``platform`` ('' for the image's first)
     according to the matrix's lock; None when the matrix has no lock. Raises
@@ -435,9 +465,9 @@ def stage_lock(matrix: Matrix, spec: ImageSpec, stage: str, platform: str = "") 
     want = wanted(matrix, [spec])
     plat = platform or platforms(spec)[0]
     apt: tuple[tuple[str, str, str], ...] = ()
-    if stage in APT_TABLES and (spec.components.get(APT_TABLES[stage]) or {}).get("apt"):
+    if stage_apt(spec.components, stage):
         dkey = debian_key(spec, plat)
-        entry = _entry(lock, "debian", dkey, want["debian"][dkey], where)
+        entry = _debian_entry(lock, dkey, want["debian"][dkey], where)
         recs = entry["stages"].get(apt_stage_name(spec, stage), {})
         apt = tuple((p, r["version"], r["sha256"]) for p, r in sorted(recs.items()))
     pkey = python_key(spec, stage, plat)
@@ -455,6 +485,19 @@ def stage_lock(matrix: Matrix, spec: ImageSpec, stage: str, platform: str = "") 
         (n, r["version"], tuple(sorted(r["files"].values()))) for n, r in sorted(pkgs.items())))
 
 
+def runtime_pins(matrix: Matrix, spec: ImageSpec, platform: str = "") -> list[str]:
+    """The ``name==version`` pins an image carries as its constraints
+    (/opt/stagecraft/constraints.txt): the lock's runtime set when the matrix has a lock,
+    else the framework's constraints, the framework itself and the entrypoint's
+    requirements. Raises ``InputError`` like ``stage_lock``."""
+    locked = stage_lock(matrix, spec, "runtime", platform)
+    if locked is not None and not locked.unresolved:
+        return locked.pins
+    fw = spec.framework
+    return [*fw.get("constraints", []), f"{fw['package']}=={fw['version']}",
+            *matrix.entrypoint.get("requirements", [])]
+
+
 def base_lock(matrix: Matrix, spec: ImageSpec, platform: str = "") -> dict[str, dict[str, str]] | None:
     """The locked packages of ``spec``'s bootstrapped base (``{package: {"version",
     "sha256"}}``, the essential set included), or None when the matrix has no lock.
@@ -466,7 +509,7 @@ def base_lock(matrix: Matrix, spec: ImageSpec, platform: str = "") -> dict[str, 
     plat = platform or platforms(spec)[0]
     dkey = debian_key(spec, plat)
     want = wanted(matrix, [spec])
-    return dict(_entry(lock, "debian", dkey, want["debian"][dkey], where)["base"])
+    return dict(_debian_entry(lock, dkey, want["debian"][dkey], where)["base"])
 
 
 def base_epoch(matrix: Matrix, spec: ImageSpec, platform: str = "") -> int:

@@ -50,6 +50,8 @@ def expectations(matrix: Matrix, spec: ImageSpec, ref: str, image_id: str,
                  platform: str = "") -> dict[str, Any]:
     """What the suites check the image against, all taken from the matrix; ``platform``
     (``linux/arm64``) the image is for ('' for the host's)."""
+    from . import lockfile
+
     return {
         "tag": spec.tag,
         "ref": ref,
@@ -63,6 +65,8 @@ def expectations(matrix: Matrix, spec: ImageSpec, ref: str, image_id: str,
         "manifest": image_manifest(matrix, spec, platform),
         "manifest_path": MANIFEST_PATH,
         "entrypoint": matrix.entrypoint,
+        # The pins the image carries for pip (the lock's, or the matrix's).
+        "constraints": lockfile.runtime_pins(matrix, spec, platform),
     }
 
 

@@ -1,9 +1,14 @@
-"""Runtime stage: the framework's virtual environment, labels, any-uid use."""
+"""Runtime stage: the framework's virtual environment, labels, any-uid use; the
+environment extended as users do (pip as the default user and as any uid in group 0, the
+system left root's) and the framework's pins protected."""
 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 
+import docker
 import pytest
 
 
@@ -93,6 +98,8 @@ def test_every_installed_package_is_pinned_by_the_matrix(host, spec):
         pinned |= names(comp.get("constraints", []) if isinstance(comp, dict) else [])
         if isinstance(comp, dict) and comp.get("jupyterlab"):
             pinned.add("jupyterlab")
+        if isinstance(comp, dict) and comp.get("package"):  # a toolkit's own package
+            pinned.add(comp["package"].lower().replace("_", "-"))
     installed = {k.lower().replace("_", "-") for k in host.pip.get_packages(pip_path="/opt/venv/bin/pip")}
     unpinned = sorted(installed - pinned - {"pip", "setuptools", "wheel"})
     assert unpinned == [], f"{spec['tag']}: installed but not pinned in matrix.yaml: {unpinned}"
@@ -132,3 +139,117 @@ def test_healthcheck(image_attrs, host, spec):
     imported = host.run("python3 -X importtime /opt/stagecraft/entrypoint/stagecraft-health 2>&1 >/dev/null")
     assert spec["framework"]["import"] not in {ln.split("|")[-1].strip() for ln in imported.stdout.splitlines()}, (
         f"{spec['tag']}: the health check imports the framework")
+
+
+# ---------------------------------------------------------------------------------------
+# Extending the image: the venv is group-0 writable, the system is not; the pins hold.
+
+CONSTRAINTS = "/opt/stagecraft/constraints.txt"
+
+# A wheel made in the container (no index needed): one module, a valid RECORD.
+MAKE_WHEEL = r"""
+import base64, hashlib, sys, zipfile
+name, ver = "stagecraft_probe", "1.0"
+files = {f"{name}/__init__.py": b"ANSWER = 42\n",
+         f"{name}-{ver}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {ver}\n".encode(),
+         f"{name}-{ver}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: stagecraft-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+digest = lambda d: base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode()
+record = "".join(f"{p},sha256={digest(d)},{len(d)}\n" for p, d in files.items())
+with zipfile.ZipFile(sys.argv[1], "w") as z:
+    for p, d in files.items():
+        z.writestr(p, d)
+    z.writestr(f"{name}-{ver}.dist-info/RECORD", record + f"{name}-{ver}.dist-info/RECORD,,\n")
+"""
+WHEEL = "/tmp/stagecraft_probe-1.0-py3-none-any.whl"
+
+
+def test_system_stays_root_owned(host, spec):
+    """Root owns the system, and no group can write to it: group 0 is every `--user`
+    uid's group, so a group-writable system file would be anyone's."""
+    py = spec["base"]["python"]
+    for path in ("/usr", "/usr/bin", "/usr/lib", "/usr/local", "/usr/local/bin", "/etc",
+                 "/opt", "/opt/stagecraft", "/etc/stagecraft", f"/usr/bin/python{py}",
+                 f"/usr/lib/python{py}", "/usr/local/bin/fix-permissions", CONSTRAINTS):
+        f = host.file(path)
+        assert f.exists, f"{spec['tag']}: no {path}"
+        assert f.uid == 0 and f.mode & 0o022 == 0, (
+            f"{spec['tag']}: {path} is uid {f.uid}, mode {oct(f.mode)}; want root's, not group/other-writable")
+    found = host.run("find /usr /etc /opt/stagecraft -xdev -group 0 -perm -g+w ! -type l "
+                     "2>/dev/null | head -5").stdout.strip()
+    assert not found, f"{spec['tag']}: group-0 writable system paths: {found}"
+
+
+def test_venv_is_group0_writable(host, spec):
+    """As jupyter/docker-stacks' fix-permissions: group 0, group-writable, directories
+    setgid so new files stay in group 0. Owner root: only the group grants writing."""
+    venv = host.file("/opt/venv")
+    assert (venv.uid, venv.gid, venv.mode) == (0, 0, 0o2775), (
+        f"{spec['tag']}: /opt/venv uid {venv.uid} gid {venv.gid} mode {oct(venv.mode)}")
+    wrong = host.run("find /opt/venv ! -type l \\( ! -group 0 -o ! -perm -g+rw \\) | head -5").stdout.strip()
+    assert not wrong, f"{spec['tag']}: not group-0 writable: {wrong}"
+    unset = host.run("find /opt/venv -type d ! -perm -g+s | head -5").stdout.strip()
+    assert not unset, f"{spec['tag']}: directories without setgid: {unset}"
+
+
+def test_pip_installs_as_the_default_user_and_any_uid(spec):
+    """What the default user installs (a Dockerfile RUN step: bash, BASH_ENV's umask),
+    another uid in group 0 can upgrade or remove, and the other way round. Through the
+    entrypoint (`docker run`) a non-root user's umask is 0002, root's stays 0022."""
+    client = docker.from_env()
+    c = client.containers.run(spec["image_id"], ["sleep", "infinity"], detach=True,
+                              environment={"STAGECRAFT_QUIET": "1"}, network_mode="none",
+                              labels={"io.stagecraft.test": spec["tag"]})
+    try:
+        def run(user: str, cmd: str) -> str:
+            rc, out = c.exec_run(["bash", "-c", cmd], user=user)
+            text = out.decode(errors="replace")
+            assert rc == 0, f"{spec['tag']}: as {user}: {cmd!r} exited {rc}:\n{text[-2000:]}"
+            return text
+
+        run("1000", f"python -c {shlex.quote(MAKE_WHEEL)} {WHEEL} && pip install --no-index {WHEEL}")
+        mode = run("1000", "python -c 'import os, stagecraft_probe as m; st = os.stat(m.__file__); "
+                           "print(oct(st.st_mode & 0o777), st.st_uid, st.st_gid, m.ANSWER)'").split()[-4:]
+        assert mode == ["0o664", "1000", "0", "42"], f"{spec['tag']}: installed file {mode}"
+        run("12345", "pip uninstall -y stagecraft-probe && pip install --no-index " + WHEEL)
+        run("1000", "pip uninstall -y stagecraft-probe")
+    finally:
+        c.remove(force=True)
+    for user, want in ((None, "0002"), ("12345", "0002"), ("0", "0022")):
+        out = client.containers.run(spec["image_id"], ["sh", "-c", "umask"], user=user, remove=True,
+                                    environment={"STAGECRAFT_QUIET": "1"}, network_mode="none")
+        assert out.decode().strip() == want, f"{spec['tag']}: umask as {user or 'default'}: {out!r}"
+
+
+def test_image_carries_its_constraints(host, spec):
+    """Every pin resolved for the framework (matrix.lock's runtime set, or the matrix's
+    constraints, the framework and the entrypoint's needs), root's; the venv's pip reads
+    them by default (its pip.conf)."""
+    def pins(lines):
+        return {re.sub(r"[-_.]+", "-", a.strip()).lower(): b.strip()
+                for a, _, b in (ln.partition("==") for ln in lines if "==" in ln)}
+
+    f = host.file(CONSTRAINTS)
+    assert f.is_file and f.uid == 0, f"{spec['tag']}: no root-owned {CONSTRAINTS}"
+    got, want = pins(f.content_string.split()), pins(spec["constraints"])
+    assert got == want, f"{spec['tag']}: {CONSTRAINTS} differs: {sorted(set(got.items()) ^ set(want.items()))}"
+    cfg = host.run("/opt/venv/bin/pip config list")
+    assert f"global.constraint='{CONSTRAINTS}'" in cfg.stdout, f"{spec['tag']}: pip config: {cfg.stdout}"
+
+
+def test_a_requirement_against_the_pins_fails_with_pips_conflict(host, spec):
+    """Without an index (the with-index case is tests/integration/test_extending.py): the
+    resolver refuses before touching anything, with pip's conflict message naming the
+    constraint, and the environment is unchanged."""
+    fw = spec["framework"]
+    pins = dict(c.split("==", 1) for c in fw.get("constraints", []) if "==" in c)
+    targets = [(fw["package"], fw["version"])] + ([("numpy", pins["numpy"])] if "numpy" in pins else [])
+    before = host.run("/opt/venv/bin/pip freeze --all").stdout
+    for name, version in targets:
+        cmd = host.run(f"cd /tmp && /opt/venv/bin/pip install --no-index '{name}!={version}'")
+        out = cmd.stdout + cmd.stderr
+        assert cmd.rc == 1, f"{spec['tag']}: pip install {name}!={version} exited {cmd.rc}: {out[-1500:]}"
+        assert re.search(rf"Cannot install {re.escape(name)}!={re.escape(version)} because these "
+                         "package versions have conflicting dependencies", out), f"{spec['tag']}: {out[-1500:]}"
+        assert f"(constraint) {name}=={version}" in out, f"{spec['tag']}: constraint not named: {out[-1500:]}"
+    after = host.run("/opt/venv/bin/pip freeze --all").stdout
+    assert after == before, f"{spec['tag']}: the environment changed"
