@@ -1,9 +1,11 @@
 """Compatibility rules between the components of one image, applied at load time.
 
 The facts (minimum drivers, which CUDA majors a cuDNN/NCCL/TensorRT release exists for)
-are data in ``compatibility.yaml`` beside this module, with their sources. ``check``
-returns the broken rules of one combination as sentences that name the rule, so a bad
-matrix entry is refused before anything is built.
+are data in ``compatibility.yaml`` beside this module, with their sources; which framework
+versions a toolkit works with is data on the toolkit's entry in matrix.yaml
+(``frameworks``: import name -> PEP 440 specifier). ``check`` returns the broken rules of
+one combination as sentences that name the rule, so a bad matrix entry is refused before
+anything is built.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
 
 if TYPE_CHECKING:
     from .matrix import Matrix
@@ -46,7 +50,7 @@ def check(matrix: Matrix, components: dict[str, dict[str, Any]],
     ``platform_rules`` once the host is known). Rules: framework-platform, base-platform,
     device-needs-cuda, cpu-without-cuda, cuda-known, framework-cuda, framework-cudnn,
     cudnn-cuda-major, nccl-cuda-major, tensorrt-cuda-major, wheel-cuda-major,
-    framework-python.
+    framework-python, toolkit-framework.
     """
     broken: list[str] = platform_rules(components, platforms)
     fw = components["framework"]
@@ -54,6 +58,9 @@ def check(matrix: Matrix, components: dict[str, dict[str, Any]],
     cuda = components.get("cuda")
     accel = components.get("accel")
     facts = table()
+
+    if components.get("toolkit"):
+        broken += _toolkit_rules(components["toolkit"], fw)
 
     supported = fw.get("build", {}).get("python")
     if supported and base["python"] not in supported:
@@ -126,6 +133,27 @@ def platform_rules(components: dict[str, dict[str, Any]], platforms: tuple[str, 
             broken.append(f"{rule}: {comp['name']} has {what} for {', '.join(have)}, "
                           f"not {', '.join(missing)}")
     return broken
+
+
+def _toolkit_rules(toolkit: dict[str, Any], fw: dict[str, Any]) -> list[str]:
+    """toolkit-framework: the framework (by its import name, so ``paddlepaddle`` and
+    ``paddlepaddle-gpu`` alike are ``paddle``) is one the toolkit lists, at a version its
+    specifier admits (PEP 440, ``packaging.specifiers``)."""
+    works_with = toolkit.get("frameworks", {})
+    name = f"{toolkit['name']} ({toolkit['package']} {toolkit['version']})"
+    if fw["import"] not in works_with:
+        listed = ", ".join(works_with) or "none"
+        return [f"toolkit-framework: {name} lists no versions of {fw['import']} "
+                f"(framework {fw['name']}); it works with: {listed}"]
+    try:
+        spec = SpecifierSet(works_with[fw["import"]])
+        version = Version(str(fw["version"]))
+    except (InvalidSpecifier, InvalidVersion) as exc:
+        return [f"toolkit-framework: {name}: {exc}"]
+    if not spec.contains(version, prereleases=True):
+        return [f"toolkit-framework: {name} works with {fw['import']} {works_with[fw['import']]}; framework "
+                f"{fw['name']} is {fw['import']} {fw['version']}"]
+    return []
 
 
 def _vt(version: str) -> tuple[int, ...]:

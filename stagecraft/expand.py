@@ -33,9 +33,9 @@ class ImageSpec:
     ``selection`` maps each axis to the chosen component name (``None`` = unset);
     ``components`` maps it to the component entry (a dict with ``name``). ``chain`` lists
     the stages built, base first. ``tests`` are the testinfra suites of those stages and of
-    the framework, in order, without repeats. ``where`` is the group's ``file:line``.
-    ``platforms`` are the OCI platforms the image is built for (``linux/arm64``); empty:
-    the host's (``platforms_of`` resolves it).
+    the components that name their own (the framework, a toolkit), in order, without
+    repeats. ``where`` is the group's ``file:line``. ``platforms`` are the OCI platforms
+    the image is built for (``linux/arm64``); empty: the host's (``platforms_of`` resolves it).
     """
 
     tag: str
@@ -151,7 +151,8 @@ def expand(matrix: Matrix) -> list[ImageSpec]:
             chain = tuple(s for s in group.chain
                           if all(components.get(t) is not None for t in matrix.stages[s].uses))
             tests = [t for s in chain for t in matrix.stages[s].tests]
-            tests += list(components["framework"].get("tests", ()))
+            for comp in components.values():  # the framework's, a toolkit's own suites
+                tests += list(comp.get("tests", ()))
             specs.append(ImageSpec(tag=tag, aliases=tuple(aliases), group=group.name,
                                    selection=tuple(combo.items()), components=components,
                                    chain=chain, tests=tuple(dict.fromkeys(tests)),

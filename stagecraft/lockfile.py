@@ -8,7 +8,8 @@ a readable name, each with its ``inputs`` (exactly what the resolution starts fr
   installs Debian packages on that base;
 - one Python entry per requirement set, base and platform (``runtime paddle-2.6.2-cpu on
   debian12 linux/amd64``): the framework, its constraints and the entrypoint's
-  requirements; the CUDA and NCCL wheel sets (``--no-deps``); Jupyter over a runtime.
+  requirements; the CUDA and NCCL wheel sets (``--no-deps``); Jupyter or a toolkit over a
+  runtime.
 
 ``resolve.py`` fills each entry with what a real resolver chose (apt and debootstrap for
 Debian, ``uv pip compile`` for Python). ``dumps``/``loads`` write and read the file:
@@ -91,6 +92,8 @@ def python_key(spec: ImageSpec, stage: str, platform: str) -> str | None:
         return f"runtime {comps['framework']['name']} {on}"
     if stage == "jupyter" and comps.get("jupyter"):
         return f"jupyter {comps['jupyter']['name']}+{comps['framework']['name']} {on}"
+    if stage == "toolkit" and comps.get("toolkit"):
+        return f"toolkit {comps['toolkit']['name']}+{comps['framework']['name']} {on}"
     if stage in ("cuda", "accel") and comps.get(stage) and comps[stage].get("pypi") \
             and comps[stage].get("source", "pypi") == "pypi":
         return f"{stage} {comps[stage]['name']} {on}"
@@ -143,6 +146,12 @@ def wanted(matrix: Matrix, specs: list[ImageSpec]) -> dict[str, dict[str, dict[s
                     py[pkey] = {**common,
                                 "requirements": [f"jupyterlab=={jup['jupyterlab']}"],
                                 "constraints": list(jup.get("constraints", [])),
+                                "after": python_key(spec, "runtime", plat)}
+                elif stage == "toolkit":
+                    tk = comps["toolkit"]
+                    py[pkey] = {**common,
+                                "requirements": [f"{tk['package']}=={tk['version']}"],
+                                "constraints": list(tk.get("constraints", [])),
                                 "after": python_key(spec, "runtime", plat)}
                 else:  # cuda, accel: NVIDIA's wheels, unpacked, no dependencies
                     py[pkey] = {**common, "no_deps": True,

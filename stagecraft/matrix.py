@@ -267,10 +267,6 @@ def _reference_problems(data: Any, locate: Locator, root: Path, taint: _Taint) -
             continue
         platform_problems(["components", "framework", fname, "build", "platforms"],
                           _d(fw.get("build")).get("platforms"), f"framework {fname!r}")
-        for i, rel in enumerate(fw.get("tests", [])):
-            if not _exists(root, rel):
-                bad(["components", "framework", fname, "tests", i],
-                    f"framework {fname!r}: test {rel} does not exist", "fix the path")
         for family, template in _d(fw.get("device_strings")).items():
             for what in devicestring.problems(template):
                 bad(["components", "framework", fname, "device_strings", family],
@@ -286,6 +282,14 @@ def _reference_problems(data: Any, locate: Locator, root: Path, taint: _Taint) -
                     "complete data or no claim: list the compute capabilities the wheel ships "
                     "SASS and PTX for (cuobjdump --list-elf/--list-ptx) and the libraries it "
                     "dlopens; write `unknown` for a fact not known (the entrypoint then warns)")
+    for tname, entries in _d(tables).items():  # the suites components name (framework, toolkit)
+        for ename, entry in _d(entries).items():
+            if not taint.clean(("components", tname, ename)):
+                continue
+            for i, rel in enumerate(_l(_d(entry).get("tests"))):
+                if not _exists(root, str(rel)):
+                    bad(["components", tname, ename, "tests", i],
+                        f"{tname} {ename!r}: test {rel} does not exist", "fix the path")
 
     named: dict[str, int] = {}
     for gi, group in enumerate(_l(data.get("images"))):

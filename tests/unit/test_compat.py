@@ -31,12 +31,25 @@ CASES = [
     ("python-without-wheel", "      base: [debian12]\n      framework: [paddle-2.6.2-cpu]",
      "      base: [debian13]\n      framework: [paddle-2.6.2-cpu]", "framework-python: paddle-2.6.2-cpu has builds for Python"),
     # PyPI has no aarch64 wheel of 3.3.1: asking for one is refused at load time.
-    ("3.3.1-on-arm64", "  - name: paddle-3-cpu\n    chain: [base, runtime]\n",
-     "  - name: paddle-3-cpu\n    chain: [base, runtime]\n    platforms: [linux/amd64, linux/arm64]\n",
+    ("3.3.1-on-arm64", "  - name: paddle-3-cpu\n    chain: [base, runtime, toolkit]\n",
+     "  - name: paddle-3-cpu\n    chain: [base, runtime, toolkit]\n    platforms: [linux/amd64, linux/arm64]\n",
      "framework-platform: paddle-3.3.1-cpu has builds for linux/amd64, not linux/arm64"),
     ("gpu-wheel-on-arm64", "framework: [paddle-3.2.0-gpu-cu126]\n",
      "framework: [paddle-3.2.0-gpu-cu126]\n    platforms: [linux/arm64]\n",
      "framework-platform: paddle-3.2.0-gpu-cu126 has builds for linux/amd64, not linux/arm64"),
+    # A toolkit over a framework version it does not work with, or another framework.
+    ("toolkit-needs-newer-framework", 'frameworks: {paddle: ">=3.0,<4"}', 'frameworks: {paddle: ">=3.4"}',
+     "image '3.3.1-cpu-debian12-paddleocr': toolkit-framework: paddleocr-3.7 (paddleocr 3.7.0) "
+     "works with paddle >=3.4; framework paddle-3.3.1-cpu is paddle 3.3.1"),
+    ("toolkit-over-2.6", "      framework: [paddle-2.6.2-cpu]\n      jupyter: [null]\n",
+     "      framework: [paddle-2.6.2-cpu]\n      jupyter: [null]\n      toolkit: [null, paddleocr-3.7]\n",
+     "toolkit-framework: paddleocr-3.7 (paddleocr 3.7.0) works with paddle >=3.0,<4; framework "
+     "paddle-2.6.2-cpu is paddle 2.6.2"),
+    ("toolkit-for-another-framework", 'frameworks: {paddle: ">=3.0,<4"}', 'frameworks: {torch: ">=2.4"}',
+     "toolkit-framework: paddleocr-3.7 (paddleocr 3.7.0) lists no versions of paddle (framework "
+     "paddle-3.3.1-cpu); it works with: torch"),
+    ("toolkit-specifier-not-pep440", 'frameworks: {paddle: ">=3.0,<4"}', 'frameworks: {paddle: "3.0"}',
+     "frameworks.paddle: '3.0' is not of the expected form"),
 ]
 
 

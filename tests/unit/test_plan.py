@@ -47,7 +47,7 @@ def test_resolve_aliases_and_prefixes(query, tag):
 
 def test_resolve_ambiguous_prefix_lists_matches():
     specs = expand(load_matrix(ROOT / "matrix.yaml"))
-    with pytest.raises(InputError, match="ambiguous: matches 3.3.1-cpu-debian12, 3.3.1-cpu-debian13"):
+    with pytest.raises(InputError, match="ambiguous: matches 3.3.1-cpu-debian12, 3.3.1-cpu-debian12-paddleocr, 3.3.1-cpu-debian13"):
         resolve(specs, "3.3.1-cpu-deb")
 
 

@@ -1,0 +1,493 @@
+# stagecraft/paddle:3.3.1-cpu-debian12-paddleocr, rendered by stagecraft from matrix.yaml (image group 'paddle-3-cpu').
+# Build: DOCKER_BUILDKIT=1 docker build -f THIS_FILE -t stagecraft/paddle:3.3.1-cpu-debian12-paddleocr [--secret id=pip-ca,src=CA_BUNDLE] PROJECT_DIR
+
+FROM docker.io/library/debian:bookworm-slim@sha256:7c7b2c966bc9ee8cedfeef67e0e279108992c77681fa595db4a9d65c06ccc587 AS base
+# base: debian 12 (bookworm) with its own Python 3.11,
+# tini and the system libraries the frameworks load. Framework-independent: one base
+# serves every image of this distro.
+ENV DEBIAN_FRONTEND=noninteractive \
+    LANG=C.UTF-8 \
+    LC_ALL=C.UTF-8 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# Packages, with why each is here:
+#   ca-certificates: TLS roots for pip and the frameworks' downloads
+#   libgomp1: OpenMP runtime the frameworks load at import
+#   python3: the distro's Python is the one Python in the image
+#   python3-venv: the framework lives in a virtual environment
+#   tini: PID 1: reaps zombies, forwards signals
+# Exactly the versions of matrix.lock (these and what they pull in), each .deb checked
+# against the lock's SHA-256 before anything is installed.
+RUN apt-get update \
+ && printf '%s\n' \
+      'ca-certificates 20230311+deb12u1 0d5f444f594e48c1e16a41d8fc628a09b24c658916a1274025c2330f2a802bed' \
+      'libexpat1 2.5.0-1+deb12u2 2255e62fc22a86d2c544b8a3f516da9aee19383ad5742722ab4ce7f66a30dbc8' \
+      'libgomp1 12.2.0-14+deb12u1 48fec46bda7f5b1638b9e959889bfbc20491247d402d120bb152687eb48143d7' \
+      'libgssapi-krb5-2 1.20.1-2+deb12u5 d8b87aea91b956b416c01a28c44ff6228315ae3b73de40acddac3dc5043607d2' \
+      'libk5crypto3 1.20.1-2+deb12u5 7b6e47d15c5c9cdcd456137533d8308aeba608a54cec73b28bd59bfc4b54cf06' \
+      'libkeyutils1 1.6.3-2 cfac89e6a7a54ff3c6a4f843310e25efeddaa771baeae470bd98bd588c373563' \
+      'libkrb5-3 1.20.1-2+deb12u5 c90801be09701af221b54dd502a59cb378b7284ff31e480738baca317d2f7653' \
+      'libkrb5support0 1.20.1-2+deb12u5 8b9c05f2d8d461a10d657b118f572af5bf8fd6c8f93dcef81e852c5ab0f428ab' \
+      'libncursesw6 6.4-4 98fa7a53dc565a38b65fb70422ad08001bf5361d8fbc74255280c329996a6bec' \
+      'libnsl2 1.3.0-2 c0d83437fdb016cb289436f49f28a36be44b3e8f1f2498c7e3a095f709c0d6f8' \
+      'libpython3-stdlib 3.11.2-1+b1 4e58891d5c951a1e360ed9eaa814413cb5e84deadce3f08e801ac680434c786e' \
+      'libpython3.11-minimal 3.11.2-6+deb12u8 f3beaa03994ffedacf73c43a0843d53b062d347115d8af65bee2034552a4e6f9' \
+      'libpython3.11-stdlib 3.11.2-6+deb12u8 890b3540dad8a1ccc0deeca025db735bcc82629a76adacbe3b50fcc06ed528ca' \
+      'libreadline8 8.2-1.3 e02ebbd3701cf468dbf98d6d917fbe0325e881f07fe8b316150c8d2a64486e66' \
+      'libsqlite3-0 3.40.1-2+deb12u2 a8d78b40e9b4e422224aeebfe0e4dfc243f6acf3532490b0c05480d4283d41e2' \
+      'libssl3 3.0.20-1~deb12u2 89be24b41bff568ee6e7caf5680a3d808e80315ed92e407056ce0fa7a5bda025' \
+      'libtirpc-common 1.3.3+ds-1 3e3ef129b4bf61513144236e15e1b4ec57fa5ae3dc8a72137abdbefb7a63af85' \
+      'libtirpc3 1.3.3+ds-1 2a46d5a5e9486da11ffeff5740931740d6deae4f92cd6098df060dc5dff1e1c7' \
+      'media-types 10.0.0 aaa46dcb3b39948ae2e0fdb72cfcb2f48c0b59f19785a3da8045c05eb19955dd' \
+      'openssl 3.0.20-1~deb12u2 4d218561dc838de081de97f54584c4a29e77e26c7ed9fe3440d776d8e6071bf9' \
+      'python3 3.11.2-1+b1 33f6dafbd1a6902d9063172ec7dbd4b2225e12009e0d7ec5c933a72c2f5f3b74' \
+      'python3-distutils 3.11.2-3 a620b555f301860a08e30534c7e6f7d79818e5e1977bfec39a612e7003074318' \
+      'python3-lib2to3 3.11.2-3 4e7f5e01e49a0622d10db3d0995666a6ead6a369cd127a996e9a4f9e91696a51' \
+      'python3-minimal 3.11.2-1+b1 30f9618670e686d781afbfc713eb0830c29d2819e9cb2a0488800dad6bb99faa' \
+      'python3-pip-whl 23.0.1+dfsg-1 cc373690a1cb469fb301b9fe0125048e3102f2e365d1b2d27cab091ec89fccdc' \
+      'python3-setuptools-whl 66.1.1-1+deb12u2 0eb54da9f3d47e42a1be5dd8285def8bbc6e2556131b9c4ce3bd781dfc4b425a' \
+      'python3-venv 3.11.2-1+b1 bc6c8b8c15ae53abfac54877fd2c830336112568f40ee57c75d5c78ebcf7f44a' \
+      'python3.11 3.11.2-6+deb12u8 cd7b10c24281416a6acb22cd23ed7391c7dddd4a3d4d4a63d37faa786639b5de' \
+      'python3.11-minimal 3.11.2-6+deb12u8 4aba533f7cc5e7b93b7ff24482840e96813f5bcde9cce028395b65a0d799ccee' \
+      'python3.11-venv 3.11.2-6+deb12u8 1391d405ac12a1bbdd75d36a738ec410e5b01f9e065cc38974d9976a37b59c99' \
+      'readline-common 8.2-1.3 69317523fe56429aa361545416ad339d138c1500e5a604856a80dd9074b4e35c' \
+      'tini 0.19.0-1+b3 7d1947665fa40e55f218fefad773dc6de66458d0b39eaa292cdcadfc7c996632' \
+      > /tmp/stagecraft-apt.lock \
+ && while read -r p v _; do [ -n "$(apt-cache show "$p=$v" 2> /dev/null)" ] \
+      || { echo "stagecraft: $p $v is locked but the mirror no longer serves it; run \`build.py lock --upgrade\`" >&2; exit 1; }; \
+    done < /tmp/stagecraft-apt.lock \
+ && apt-get install -y --no-install-recommends --download-only \
+      'ca-certificates=20230311+deb12u1' \
+      'libexpat1=2.5.0-1+deb12u2' \
+      'libgomp1=12.2.0-14+deb12u1' \
+      'libgssapi-krb5-2=1.20.1-2+deb12u5' \
+      'libk5crypto3=1.20.1-2+deb12u5' \
+      'libkeyutils1=1.6.3-2' \
+      'libkrb5-3=1.20.1-2+deb12u5' \
+      'libkrb5support0=1.20.1-2+deb12u5' \
+      'libncursesw6=6.4-4' \
+      'libnsl2=1.3.0-2' \
+      'libpython3-stdlib=3.11.2-1+b1' \
+      'libpython3.11-minimal=3.11.2-6+deb12u8' \
+      'libpython3.11-stdlib=3.11.2-6+deb12u8' \
+      'libreadline8=8.2-1.3' \
+      'libsqlite3-0=3.40.1-2+deb12u2' \
+      'libssl3=3.0.20-1~deb12u2' \
+      'libtirpc-common=1.3.3+ds-1' \
+      'libtirpc3=1.3.3+ds-1' \
+      'media-types=10.0.0' \
+      'openssl=3.0.20-1~deb12u2' \
+      'python3=3.11.2-1+b1' \
+      'python3-distutils=3.11.2-3' \
+      'python3-lib2to3=3.11.2-3' \
+      'python3-minimal=3.11.2-1+b1' \
+      'python3-pip-whl=23.0.1+dfsg-1' \
+      'python3-setuptools-whl=66.1.1-1+deb12u2' \
+      'python3-venv=3.11.2-1+b1' \
+      'python3.11=3.11.2-6+deb12u8' \
+      'python3.11-minimal=3.11.2-6+deb12u8' \
+      'python3.11-venv=3.11.2-6+deb12u8' \
+      'readline-common=8.2-1.3' \
+      'tini=0.19.0-1+b3' \
+ && for d in /var/cache/apt/archives/*.deb; do \
+      [ -e "$d" ] || continue; \
+      read -r p v <<< "$(dpkg-deb --showformat="\${Package} \${Version}" -W "$d")"; \
+      got="$(sha256sum "$d" | cut -d' ' -f1)"; \
+      want="$(awk -v p="$p" -v v="$v" "\$1 == p && \$2 == v { print \$3 }" /tmp/stagecraft-apt.lock)"; \
+      [ "$got" = "$want" ] || { echo "stagecraft: hash mismatch for $p $v: lock sha256:${want:-none}, downloaded sha256:$got" >&2; exit 1; }; \
+    done \
+ && apt-get install -y --no-install-recommends \
+      'ca-certificates=20230311+deb12u1' \
+      'libexpat1=2.5.0-1+deb12u2' \
+      'libgomp1=12.2.0-14+deb12u1' \
+      'libgssapi-krb5-2=1.20.1-2+deb12u5' \
+      'libk5crypto3=1.20.1-2+deb12u5' \
+      'libkeyutils1=1.6.3-2' \
+      'libkrb5-3=1.20.1-2+deb12u5' \
+      'libkrb5support0=1.20.1-2+deb12u5' \
+      'libncursesw6=6.4-4' \
+      'libnsl2=1.3.0-2' \
+      'libpython3-stdlib=3.11.2-1+b1' \
+      'libpython3.11-minimal=3.11.2-6+deb12u8' \
+      'libpython3.11-stdlib=3.11.2-6+deb12u8' \
+      'libreadline8=8.2-1.3' \
+      'libsqlite3-0=3.40.1-2+deb12u2' \
+      'libssl3=3.0.20-1~deb12u2' \
+      'libtirpc-common=1.3.3+ds-1' \
+      'libtirpc3=1.3.3+ds-1' \
+      'media-types=10.0.0' \
+      'openssl=3.0.20-1~deb12u2' \
+      'python3=3.11.2-1+b1' \
+      'python3-distutils=3.11.2-3' \
+      'python3-lib2to3=3.11.2-3' \
+      'python3-minimal=3.11.2-1+b1' \
+      'python3-pip-whl=23.0.1+dfsg-1' \
+      'python3-setuptools-whl=66.1.1-1+deb12u2' \
+      'python3-venv=3.11.2-1+b1' \
+      'python3.11=3.11.2-6+deb12u8' \
+      'python3.11-minimal=3.11.2-6+deb12u8' \
+      'python3.11-venv=3.11.2-6+deb12u8' \
+      'readline-common=8.2-1.3' \
+      'tini=0.19.0-1+b3' \
+ && rm -f /tmp/stagecraft-apt.lock \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
+           /var/cache/debconf/*-old
+# A non-root default user (uid 1000). Home and /workspace belong to group 0 and are
+# group-writable, so `docker run --user <any uid>` (gid 0 by default) works too.
+RUN groupadd --gid 1000 worker \
+ && useradd --uid 1000 --gid 1000 --groups 0 --home-dir /home/worker --create-home \
+            --shell /bin/bash worker \
+ && mkdir -p /workspace \
+ && chown 1000:0 /workspace /home/worker \
+ && chmod 2775 /workspace /home/worker
+ENV HOME=/home/worker
+LABEL io.stagecraft.os="debian" \
+      io.stagecraft.os.version="12" \
+      io.stagecraft.python="3.11"
+
+FROM base AS runtime
+# runtime: paddlepaddle 3.3.1 (cpu) in a
+# virtual environment on the distro's Python 3.11.
+# System libraries this framework build loads, and those the frameworks' common toolkits
+# load, so that installing one (`pip install paddleocr`) works as it is. A layer of its
+# own: `docker history` shows its size.
+#   libgl1: libGL.so.1, which OpenCV's cv2 module links (PaddleOCR, PaddleDetection import cv2)
+#   libglib2.0-0: libglib-2.0.so.0 and libgthread-2.0.so.0, which OpenCV's cv2 module links
+# (The shell is the base stage's bash with pipefail; hadolint reads each FROM on its own.)
+# hadolint ignore=DL4006,SC3011
+RUN apt-get update \
+ && printf '%s\n' \
+      'libbsd0 0.11.7-2 bb31cc8b40f962a85b2cec970f7f79cc704a1ae4bad24257a822055404b2c60b' \
+      'libdrm-amdgpu1 2.4.114-1+b1 b75a71e96f1faac0f131ac657e09efcbe8968eef62cc34b8abfcff2ff9f0cccd' \
+      'libdrm-common 2.4.114-1 32f9664138b38b224383c6986457d5ad2ec8efd559b1a0ce7749405f7a451aad' \
+      'libdrm-intel1 2.4.114-1+b1 b0e39318d14c07f4d85668b6da7f66a1341addf87a47d785c34d5a8b393f544c' \
+      'libdrm-nouveau2 2.4.114-1+b1 ba59bb9ec6e1baf59fc4d4eb095a524e40d045af2413dad9d28df517005388b6' \
+      'libdrm-radeon1 2.4.114-1+b1 2da3a9233187f995ad5a3e6db3d37252ea7209f0ca9605484d03478ebcc15feb' \
+      'libdrm2 2.4.114-1+b1 be18fb670797ba32da9628cf3e8acd83160d8db8c8dd842501dd8e401c3b5371' \
+      'libedit2 3.1-20221030-2 1cf14abf2716d3279db12d0657a5737cf70074a1e71d3bdf73206625e3c89ce6' \
+      'libelf1 0.188-2.1 619add379c606b3ac6c1a175853b918e6939598a83d8ebadf3bdfd50d10b3c8c' \
+      'libgl1 1.6.0-1 6f89b1702c48e9a2437bb3c1ffac8e1ab2d828fc28b3d14b2eecd4cc19b2c790' \
+      'libgl1-mesa-dri 22.3.6-1+deb12u2 350e4263aaacd521f6f757951262b57c003930edaf0419508f2c5675317577fe' \
+      'libglapi-mesa 22.3.6-1+deb12u2 2db5b13a6b7f4042f9a417ad7fa4338b6c47528dc64d7f89cfd5e53d07d76bc4' \
+      'libglib2.0-0 2.74.6-2+deb12u9 7ff85197685d89e150e342b29a59aab1beee400050ba7da73de81cd999ffee5a' \
+      'libglvnd0 1.6.0-1 b6da5b153dd62d8b5e5fbe25242db1fc05c068707c365db49abda8c2427c75f8' \
+      'libglx-mesa0 22.3.6-1+deb12u2 88e7ffa61f1a0a86c30736ad7657ab4774c9b711bbaff76cef0bd32ffb85ec90' \
+      'libglx0 1.6.0-1 95f568df73dedf43ae66834a75502112e0d4f3ad7124f3dbfa790b739383b896' \
+      'libicu72 72.1-3+deb12u1 f7f6f99c6d7b025914df2447fc93e11d22c44c0c8bdd8b6f36691c9e7ddcef88' \
+      'libllvm15 1:15.0.6-4+b1 9f0751109ba89e65b1313a4f3e34a29977a0db6fa30ed475e2c6bd555fa9e866' \
+      'libpciaccess0 0.17-2 4025f3608cf431c163efb94fdc553e7b93e16b8f0d741ea87762e19025ffc80e' \
+      'libsensors-config 1:3.6.0-7.1 7f3c9fbd822858a9e30335e4a7f66c9468962eb26cd375b93bc8b789660bf02f' \
+      'libsensors5 1:3.6.0-7.1 b7eb91dce728fbb9203aec8b22637303b29821c3384e5f78a8ff348b4e44efe3' \
+      'libx11-6 2:1.8.4-2+deb12u2 d88c973e79fd9b65838d77624142952757e47a6eb1a58602acf0911cf35989f4' \
+      'libx11-data 2:1.8.4-2+deb12u2 987a848aeb1c358e4186368871b0526f10bb14c6b53214ab3bf8b69abb830191' \
+      'libx11-xcb1 2:1.8.4-2+deb12u2 f5da45e1d881a793250a96613f28c471a248877f1a0f18a5c90e2a620a76c898' \
+      'libxau6 1:1.0.9-1 679db1c4579ec7c61079adeaae8528adeb2e4bf5465baa6c56233b995d714750' \
+      'libxcb-dri2-0 1.15-1 ef4959aa9e09a0d38d1de432e747585129d5d2dc1d84c8b6b3d2ffc3708b5805' \
+      'libxcb-dri3-0 1.15-1 02699b144b9467de8636d27a76984b8f4e7b66e2d25d96df2b9677be86ee9a29' \
+      'libxcb-glx0 1.15-1 1bce55fc292d93fa5f7fa50f84cef99ec29be70d0ffe98e86b8008e59f4a34fa' \
+      'libxcb-present0 1.15-1 89383e627a4d17b9390d609b2459481bfd2029566367b43068586769e418b6e5' \
+      'libxcb-randr0 1.15-1 f86e3d8ff8622871008833e9d064919b7a6237399c903c59fc330ff00f199ff5' \
+      'libxcb-shm0 1.15-1 c1afcef29dc78b95c475159b181b28b1dedaf1d5aa06efd2fa6d90c73bfbe0e5' \
+      'libxcb-sync1 1.15-1 3366ce715220d38dd0148b78a8e738137bade25ef7eec0698850c6f66800844f' \
+      'libxcb-xfixes0 1.15-1 d744a7ebad2cbcf301c96cd6a1ab3ee856e436fc7be5cff5b7c28ac2ac181a64' \
+      'libxcb1 1.15-1 fdc61332a3892168f3cc9cfa1fe9cf11a91dc3e0acacbc47cbc50ebaa234cc71' \
+      'libxdmcp6 1:1.1.2-3 ecb8536f5fb34543b55bb9dc5f5b14c9dbb4150a7bddb3f2287b7cab6e9d25ef' \
+      'libxext6 2:1.3.4-1+b1 504b7be9d7df4f6f4519e8dd4d6f9d03a9fb911a78530fa23a692fba3058cba6' \
+      'libxfixes3 1:6.0.0-2 1cd616396ff2ecae77e6e8b5b7695d414f0146de2d147837a2a02165f99e1a2c' \
+      'libxml2 2.9.14+dfsg-1.3~deb12u6 4460e39dda10a815881374217cde08474747cfa018358cd8612c14b390eff53b' \
+      'libxshmfence1 1.3-1 1a38142e40e3d32dc4f9a326bf5617363b7d9b4bb762fdcdd262f2192092024d' \
+      'libxxf86vm1 1:1.1.4-1+b2 6f4ca916aaec26d7000fa7f58de3f71119309ab7590ce1f517abfe1825a676c7' \
+      'libz3-4 4.8.12-3.1 6221ca25ad5abcfbe1965801029d85a88b4775320384b4b716de8fab7a4d2f7a' \
+      > /tmp/stagecraft-apt.lock \
+ && while read -r p v _; do [ -n "$(apt-cache show "$p=$v" 2> /dev/null)" ] \
+      || { echo "stagecraft: $p $v is locked but the mirror no longer serves it; run \`build.py lock --upgrade\`" >&2; exit 1; }; \
+    done < /tmp/stagecraft-apt.lock \
+ && apt-get install -y --no-install-recommends --download-only \
+      'libbsd0=0.11.7-2' \
+      'libdrm-amdgpu1=2.4.114-1+b1' \
+      'libdrm-common=2.4.114-1' \
+      'libdrm-intel1=2.4.114-1+b1' \
+      'libdrm-nouveau2=2.4.114-1+b1' \
+      'libdrm-radeon1=2.4.114-1+b1' \
+      'libdrm2=2.4.114-1+b1' \
+      'libedit2=3.1-20221030-2' \
+      'libelf1=0.188-2.1' \
+      'libgl1=1.6.0-1' \
+      'libgl1-mesa-dri=22.3.6-1+deb12u2' \
+      'libglapi-mesa=22.3.6-1+deb12u2' \
+      'libglib2.0-0=2.74.6-2+deb12u9' \
+      'libglvnd0=1.6.0-1' \
+      'libglx-mesa0=22.3.6-1+deb12u2' \
+      'libglx0=1.6.0-1' \
+      'libicu72=72.1-3+deb12u1' \
+      'libllvm15=1:15.0.6-4+b1' \
+      'libpciaccess0=0.17-2' \
+      'libsensors-config=1:3.6.0-7.1' \
+      'libsensors5=1:3.6.0-7.1' \
+      'libx11-6=2:1.8.4-2+deb12u2' \
+      'libx11-data=2:1.8.4-2+deb12u2' \
+      'libx11-xcb1=2:1.8.4-2+deb12u2' \
+      'libxau6=1:1.0.9-1' \
+      'libxcb-dri2-0=1.15-1' \
+      'libxcb-dri3-0=1.15-1' \
+      'libxcb-glx0=1.15-1' \
+      'libxcb-present0=1.15-1' \
+      'libxcb-randr0=1.15-1' \
+      'libxcb-shm0=1.15-1' \
+      'libxcb-sync1=1.15-1' \
+      'libxcb-xfixes0=1.15-1' \
+      'libxcb1=1.15-1' \
+      'libxdmcp6=1:1.1.2-3' \
+      'libxext6=2:1.3.4-1+b1' \
+      'libxfixes3=1:6.0.0-2' \
+      'libxml2=2.9.14+dfsg-1.3~deb12u6' \
+      'libxshmfence1=1.3-1' \
+      'libxxf86vm1=1:1.1.4-1+b2' \
+      'libz3-4=4.8.12-3.1' \
+ && for d in /var/cache/apt/archives/*.deb; do \
+      [ -e "$d" ] || continue; \
+      read -r p v <<< "$(dpkg-deb --showformat="\${Package} \${Version}" -W "$d")"; \
+      got="$(sha256sum "$d" | cut -d' ' -f1)"; \
+      want="$(awk -v p="$p" -v v="$v" "\$1 == p && \$2 == v { print \$3 }" /tmp/stagecraft-apt.lock)"; \
+      [ "$got" = "$want" ] || { echo "stagecraft: hash mismatch for $p $v: lock sha256:${want:-none}, downloaded sha256:$got" >&2; exit 1; }; \
+    done \
+ && apt-get install -y --no-install-recommends \
+      'libbsd0=0.11.7-2' \
+      'libdrm-amdgpu1=2.4.114-1+b1' \
+      'libdrm-common=2.4.114-1' \
+      'libdrm-intel1=2.4.114-1+b1' \
+      'libdrm-nouveau2=2.4.114-1+b1' \
+      'libdrm-radeon1=2.4.114-1+b1' \
+      'libdrm2=2.4.114-1+b1' \
+      'libedit2=3.1-20221030-2' \
+      'libelf1=0.188-2.1' \
+      'libgl1=1.6.0-1' \
+      'libgl1-mesa-dri=22.3.6-1+deb12u2' \
+      'libglapi-mesa=22.3.6-1+deb12u2' \
+      'libglib2.0-0=2.74.6-2+deb12u9' \
+      'libglvnd0=1.6.0-1' \
+      'libglx-mesa0=22.3.6-1+deb12u2' \
+      'libglx0=1.6.0-1' \
+      'libicu72=72.1-3+deb12u1' \
+      'libllvm15=1:15.0.6-4+b1' \
+      'libpciaccess0=0.17-2' \
+      'libsensors-config=1:3.6.0-7.1' \
+      'libsensors5=1:3.6.0-7.1' \
+      'libx11-6=2:1.8.4-2+deb12u2' \
+      'libx11-data=2:1.8.4-2+deb12u2' \
+      'libx11-xcb1=2:1.8.4-2+deb12u2' \
+      'libxau6=1:1.0.9-1' \
+      'libxcb-dri2-0=1.15-1' \
+      'libxcb-dri3-0=1.15-1' \
+      'libxcb-glx0=1.15-1' \
+      'libxcb-present0=1.15-1' \
+      'libxcb-randr0=1.15-1' \
+      'libxcb-shm0=1.15-1' \
+      'libxcb-sync1=1.15-1' \
+      'libxcb-xfixes0=1.15-1' \
+      'libxcb1=1.15-1' \
+      'libxdmcp6=1:1.1.2-3' \
+      'libxext6=2:1.3.4-1+b1' \
+      'libxfixes3=1:6.0.0-2' \
+      'libxml2=2.9.14+dfsg-1.3~deb12u6' \
+      'libxshmfence1=1.3-1' \
+      'libxxf86vm1=1:1.1.4-1+b2' \
+      'libz3-4=4.8.12-3.1' \
+ && rm -f /tmp/stagecraft-apt.lock \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
+ENV VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# Users extend this environment as they are (the default user, any uid in group 0, a
+# Dockerfile without `USER root`): it is root's, group 0, group-writable, directories
+# setgid (fix-permissions, as jupyter/docker-stacks do), while the system stays root's.
+COPY entrypoint/fix-permissions /usr/local/bin/fix-permissions
+# The framework's pins protect it: /opt/stagecraft/constraints.txt holds every pin the
+# matrix (or its lock) resolved for it (the framework, its dependencies, the entrypoint's
+# needs), and the venv's own pip.conf makes every pip of this environment honour them, so
+# installing an app that would move one fails with pip's conflict message instead of
+# breaking the framework. On purpose: PIP_CONSTRAINT=/dev/null (or a file of your own)
+# replaces them.
+# A CA bundle for TLS-intercepting proxies arrives as a BuildKit secret: it is read
+# during this step only and never lands in a layer, the history or a label.
+# Exactly matrix.lock's distributions, each checked against its SHA-256; nothing resolved here.
+RUN --mount=type=secret,id=pip-ca,required=false \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
+ && python3 -m venv /opt/venv \
+ && printf '%s\n' \
+      'anyio==4.16.0 --hash=sha256:c66ae634e0b8228396b801741beb3294326d4b6102f7bba4041c0dfb58c29026' \
+      'certifi==2026.10.19.post1 --hash=sha256:1324c476b4811eff41a8bc2122cd0bbd4d9c7234c725446d99ab1612b3a7fdd2' \
+      'h11==0.16.0 --hash=sha256:63cf8bbe7522de3bf65932fda1d9c2772064ffb3dae62d55932da54b31cb6c86' \
+      'httpcore==1.0.9 --hash=sha256:2d400746a40668fc9dec9810239072b40b4484b640a8c38fd654a024c7a1bf55' \
+      'httpx==0.28.1 --hash=sha256:d909fcccc110f8c7faf814ca82a9a4d816bc5a6dbfea25d6591d6985b8ba59ad' \
+      'idna==3.20 --hash=sha256:ab7ae7122974553370f0bdb919e1a960b2cd1bc1ef0276416d896db81c14582c' \
+      'networkx==3.6.1 --hash=sha256:d47fbf302e7d9cbbb9e2555a0d267983d2aa476bac30e90dfbe5669bd57f3762' \
+      'numpy==2.3.5 --hash=sha256:8cba086a43d54ca804ce711b2a940b16e452807acebe7852ff327f1ecd49b0d4' \
+      'nvidia-ml-py==13.580.82 --hash=sha256:4361db337b0c551e2d101936dae2e9a60f957af26818e8c0c3a1f32b8db8d0a7' \
+      'opt-einsum==3.3.0 --hash=sha256:2455e59e3947d3c275477df7f5205b30635e266fe6dc300e3d9f9646bfcea147' \
+      'paddlepaddle==3.3.1 --hash=sha256:bb22396233d807f6957d9c4a6a1edc76693fb589c4ee3d17caf7e39113ca4047' \
+      'pillow==13.0.0 --hash=sha256:a625df9a2a5597fa5e5266e01aefc82604bb85d291e3547981e863560d75da6c' \
+      'protobuf==7.36.2 --hash=sha256:89f23aa53c24553a2416fd4fd1ec06f74fa42b14b546d8883128813f775bbfd2 --hash=sha256:bdb3a345d48db958e6ce1f18e508beb0cc981d64f24088427549c866cd039f1e' \
+      'safetensors==0.8.0 --hash=sha256:fd6f3f93c9a0a7cc2788ee63fb763353d4bd2e89b0751bc78fcf7dda00bea774' \
+      'typing-extensions==4.16.0 --hash=sha256:481caa481374e813c1b176ada14e97f1f67a4539ce9cfeb3f350d78d6370c2e8' \
+      > /tmp/requirements.txt \
+ && /opt/venv/bin/pip install --no-cache-dir --require-hashes --no-deps \
+      -r /tmp/requirements.txt \
+ && /opt/venv/bin/pip check \
+ && rm -f /tmp/requirements.txt \
+ && mkdir -p /opt/stagecraft \
+ && printf '%s\n' \
+      'anyio==4.16.0' \
+      'certifi==2026.10.19.post1' \
+      'h11==0.16.0' \
+      'httpcore==1.0.9' \
+      'httpx==0.28.1' \
+      'idna==3.20' \
+      'networkx==3.6.1' \
+      'numpy==2.3.5' \
+      'nvidia-ml-py==13.580.82' \
+      'opt-einsum==3.3.0' \
+      'paddlepaddle==3.3.1' \
+      'pillow==13.0.0' \
+      'protobuf==7.36.2' \
+      'safetensors==0.8.0' \
+      'typing-extensions==4.16.0' \
+      > /opt/stagecraft/constraints.txt \
+ && printf '%s\n' '[global]' 'constraint = /opt/stagecraft/constraints.txt' > /opt/venv/pip.conf \
+ && check_home="$(mktemp -d)" \
+ && HOME="$check_home" TMPDIR="$check_home" /opt/venv/bin/python -c 'import paddle' \
+ && rm -rf "$check_home" /tmp/.cache \
+ && fix-permissions /opt/venv
+# (The import check above runs with a scratch HOME and TMPDIR: whatever the framework
+# caches at import must not land root-owned in the user's home or /tmp.)
+# The hardware-probing entrypoint and what it knows about this image. Byte-compiled
+# here: it runs as any uid and cannot write __pycache__, so it would otherwise compile
+# its modules from source at every start (15-30 ms of a 40-60 ms budget).
+COPY entrypoint/ /opt/stagecraft/entrypoint/
+COPY probes/ /opt/stagecraft/probes/
+# stagecraft_device (`paddle.set_device(device())`, `python -m stagecraft_device`) is
+# linked into the venv's site-packages; stagecraft-health is the HEALTHCHECK below.
+RUN mkdir -p /etc/stagecraft \
+ && printf '%s\n' '{"components":{"os":"debian 12","python":"3.11"},"device":"cpu","device_strings":{"amd":"gpu:{index}","cpu":"cpu","mlu":"mlu:{index}","npu":"npu:{index}","nvidia":"gpu:{index}","xpu":"xpu:{index}"},"framework":{"name":"paddle-3.3.1-cpu","package":"paddlepaddle","version":"3.3.1"},"kernel_sets":[{"description":"AVX-512 hosts; MKL and oneDNN dispatch on their own (VNNI, BF16, AMX included)","device":"cpu","name":"cpu-avx512","requires":{"cpu_flags":["avx512f","avx512bw","avx512vl"]}},{"description":"AVX2 and FMA kernels; forced on an AVX-512 host, keeps the libraries off AVX-512","device":"cpu","isa_cap":"avx2","name":"cpu-avx2","requires":{"cpu_flags":["avx2","fma"]}},{"description":"the wheel\u0027s floor (it is compiled with -mavx); below it the image refuses, never SIGILL","device":"cpu","isa_cap":"avx","name":"cpu-avx","requires":{"cpu_flags":["avx"]}}],"schema":1}' > /etc/stagecraft/image.json \
+ && ln -s /opt/stagecraft/entrypoint/stagecraft-report /usr/local/bin/stagecraft-report \
+ && purelib="$(/opt/venv/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+ && ln -s /opt/stagecraft/entrypoint/stagecraft_device.py "$purelib/stagecraft_device.py" \
+ && /opt/venv/bin/python3 -m compileall -q /opt/stagecraft "$purelib/stagecraft_device.py" \
+ && fix-permissions /opt/venv
+# New files of a non-root user group-writable (umask 0002), so any uid in group 0 can
+# change what another installed: the entrypoint sets it for `docker run` (and Jupyter, and
+# its kernels), this file for non-interactive bash (a derived Dockerfile's RUN steps).
+ENV BASH_ENV=/opt/stagecraft/entrypoint/bash-env
+LABEL io.stagecraft.framework="paddlepaddle" \
+      io.stagecraft.framework.version="3.3.1" \
+      io.stagecraft.device="cpu"
+USER 1000
+WORKDIR /workspace
+# tini is PID 1 (signals, zombies); the entrypoint probes the hardware, chooses the
+# kernel set, sets the environment, says why in one line, then execs the command.
+ENTRYPOINT ["/usr/bin/tini", "--", "/opt/stagecraft/entrypoint/stagecraft-entrypoint"]
+CMD ["python3"]
+
+FROM runtime AS toolkit
+# toolkit: paddleocr 3.7.0 in the framework's venv, over the runtime.
+# Framework-independent text: the compatibility rule (toolkit-framework) has already
+# checked at load time that the framework is one this toolkit works with.
+#
+# With matrix.lock: exactly its distributions for this toolkit over this runtime, each
+# checked against its SHA-256. Without: resolved here under the runtime's pins
+# (/opt/stagecraft/constraints.txt, read by the venv's pip.conf), so the toolkit cannot
+# move a package the framework was tested with. Either way the toolkit's own pins
+# (matrix.yaml, components.toolkit) stay in the image as
+# /opt/stagecraft/toolkit-constraints.txt, for the suite to check and for users who want
+# to keep them as well (`pip install -c /opt/stagecraft/toolkit-constraints.txt ...`).
+USER 0
+# A CA bundle for TLS-intercepting proxies arrives as a BuildKit secret: it is read
+# during this step only and never lands in a layer, the history or a label.
+# The import check runs with a scratch HOME and TMPDIR, so nothing root-owned lands in
+# the user's home; fix-permissions keeps the venv group-0 writable for the new files.
+RUN --mount=type=secret,id=pip-ca,required=false \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
+ && printf '%s\n' 'aiohappyeyeballs==2.7.1' 'aiohttp==3.14.5' 'aiosignal==1.4.0' 'aistudio_sdk==0.3.9' 'annotated-types==0.8.0' 'attrs==26.1.0' 'bce-python-sdk==0.9.79' 'cffi==2.1.1' 'chardet==7.7.0' 'charset-normalizer==3.5.3' 'click==8.5.1' 'colorlog==6.12.0' 'crc32c==2.9.post0' 'cryptography==50.0.2' 'filelock==4.3.1' 'frozenlist==1.8.0' 'fsspec==2026.9.0' 'future==1.0.0' 'hf-xet==1.8.0' 'httpcore2==2.16.2' 'httpx2==2.16.2' 'huggingface_hub==2.4.0' 'imagesize==2.0.1' 'modelscope==1.40.2' 'modelscope-hub==0.5.1' 'multidict==7.2.1' 'opencv-contrib-python==4.10.0.84' 'packaging==26.4' 'paddlex==3.7.2' 'pandas==3.1.1' 'prettytable==3.18.0' 'propcache==0.5.4' 'psutil==7.2.2' 'py-cpuinfo==9.0.0' 'pyclipper==1.4.0' 'pycparser==3.12' 'pycryptodome==4.4.0' 'pydantic==2.14.4' 'pydantic_core==2.50.5' 'pypdfium2==5.15.2' 'python-bidi==0.6.12' 'python-dateutil==4.0.0' 'PyYAML==6.0.2' 'requests==2.34.2' 'ruamel.yaml==0.19.1' 'shapely==2.2.0' 'six==1.17.0' 'tqdm==4.70.1' 'truststore==0.10.5' 'typing-inspection==0.4.5' 'tzdata==2026.6' 'ujson==6.1.0' 'urllib3==2.8.0' 'wcwidth==0.9.4' 'yarl==1.25.1' 'paddleocr==3.7.0' \
+      > /opt/stagecraft/toolkit-constraints.txt \
+ && printf '%s\n' \
+      'aiohappyeyeballs==2.7.1 --hash=sha256:9243213661e29250eb41368e5daa826fc017156c3b8a11440826b2e3ed376472' \
+      'aiohttp==3.14.5 --hash=sha256:50a195903119008fe9cc68710535eb37f556ffffd6a7759afe70a2c145587045 --hash=sha256:efc21a454892828368b11c2c780de0ff8bc991f73f6b99c6b66e56205470929b' \
+      'aiosignal==1.4.0 --hash=sha256:053243f8b92b990551949e63930a839ff0cf0b0ebbe0597b0f3fb19e1a0fe82e' \
+      'aistudio-sdk==0.3.9 --hash=sha256:41621d052ddb7a58643438a7ca541f58ef0ab94a2acdfff0a71db81bf68dc027' \
+      'annotated-types==0.8.0 --hash=sha256:f072f4d804ea359e4eaf198b1af7a8b0943881a87f31bb764f8bf219bb9419e0' \
+      'attrs==26.1.0 --hash=sha256:c647aa4a12dfbad9333ca4e71fe62ddc36f4e63b2d260a37a8b83d2f043ac309' \
+      'bce-python-sdk==0.9.79 --hash=sha256:71799ac8740505e0759d30873f6f1a478fa8f83aedf425d511f1419a5f30082e' \
+      'cffi==2.1.1 --hash=sha256:34e261f78cb6ceaaa36f42f2613f4380d94d9c759a9c73c769ee6e0247364632' \
+      'chardet==7.7.0 --hash=sha256:11cf9b719ea3675a2a7d8a3071bbe4d7ea24b26bfe39a51588d515ddd05cacad --hash=sha256:7f13de78af5da07ddd813ff5a564c3aa8a113f05cba202be649e061c431a0e9a' \
+      'charset-normalizer==3.5.3 --hash=sha256:26c6ad87bb79628954b52f8f7b9e18ab5cd9667546712ded9689fb7677e630d6 --hash=sha256:2a6f937e0b70133d1f826d0a253331b6fe1a4c874808cc12e16f2fb8177042f4 --hash=sha256:96e268b0cbda016ac519513294fcd17032264085b600abaac58b93049477e132' \
+      'click==8.5.1 --hash=sha256:8bb5376d2006950386f8c6427613334a2acadc5f559cb80e638d00b4df957e37' \
+      'colorlog==6.12.0 --hash=sha256:30d392604e9110045a2c2aeefc27d7a017abbab63f3a8aee594eac0801df784e' \
+      'crc32c==2.9.post0 --hash=sha256:bece7e666065dd5e5c5f36886b4d8f765216e6c043b346e772e2e94aa701bd5c' \
+      'cryptography==50.0.2 --hash=sha256:1981f1db4630889b9ef7803fadef12b056f428cb6b85c27ba57b774793b6093c --hash=sha256:4061c0079120205fb760c58acab6443e217307dcf05e3702cf970e0689972856 --hash=sha256:630ebfea3bf689d075f82316324ff7433dc447fe6bc1bfc76524b74b4a9567d2 --hash=sha256:9dab55f57c74c3cad24c323bacbbd04be4705ba6eb0d92e920b1fc4837ed5079 --hash=sha256:ee247f5c245c9a2fe7c8e2214e295918838e44e00a45a6718451e4004219e767 --hash=sha256:f21e8a22c8605750c7af886bab299a363721264061b4ac0a30efb73cfd58efc5' \
+      'filelock==4.3.1 --hash=sha256:79e43df8e9fe509cd83a3899a7c186c8077cbbe4d200a1ed3705c2f3bb6bc487' \
+      'frozenlist==1.8.0 --hash=sha256:0c18a16eab41e82c295618a77502e17b195883241c563b00f0aa5106fc4eaa0d --hash=sha256:2552f44204b744fba866e573be4c1f9048d6a324dfe14475103fd51613eb1d1f' \
+      'fsspec==2026.9.0 --hash=sha256:8dd6e646e99ea382bd85f97a45e6b526a442d79423a7dc673f1e2756d05fcb5f' \
+      'future==1.0.0 --hash=sha256:929292d34f5872e70396626ef385ec22355a1fae8ad29e1a734c3e43f9fbc216' \
+      'hf-xet==1.8.0 --hash=sha256:29dab7c904cd1914a0439c6e1306c12c7497c8bd32290fbe563ebf51ca4b6d6d' \
+      'httpcore2==2.16.2 --hash=sha256:16051ae2a42f776007543f32de9349a317b23d2cbb4e1456b4bac0e88b87419a' \
+      'httpx2==2.16.2 --hash=sha256:f05c13aade4c45dbf1c9060647a1058f0acad62398fad96e741269edb33d46f5' \
+      'huggingface-hub==2.4.0 --hash=sha256:42ecfd93ede47bdd333daebbf66a32d7bfe2e18752754fe4d2d4f98a0179d801' \
+      'imagesize==2.0.1 --hash=sha256:ea0c9a0384df69ed86a943a15cde37d0360b82491b3910dc2215e202e62b5b02' \
+      'modelscope==1.40.2 --hash=sha256:ea03e0ec4a73398a488d3d240cda4f0c5b62390377a134756d4074a3036cb909' \
+      'modelscope-hub==0.5.1 --hash=sha256:4df7508c17359017cd85a5fb15155c048d29ade64790322acb64134a299c53b1' \
+      'multidict==7.2.1 --hash=sha256:08ea94663d9e7c25d14d78222f7aee906c472d4837766bec62477c38f6e419dc --hash=sha256:3b7542fad2706595c1b1853b46f2c3c4ae5cc5a6252b7225f294d607a29e1bdf' \
+      'opencv-contrib-python==4.10.0.84 --hash=sha256:a261223db41f6e512d76deaf21c8fcfb4fbbcbc2de62ca7f74a05f2c9ee489ef' \
+      'packaging==26.4 --hash=sha256:81383611a09c1bc0b08b76e0fd5829d7c6824c65b27a6aee339da133f4233ea2' \
+      'paddleocr==3.7.0 --hash=sha256:c0f0a81ad4112727f30c6fcf986ac0ef6a120d31ee0991a01fae0357ee32d338' \
+      'paddlex==3.7.2 --hash=sha256:f1678bf650bbaccfd8f0d4e49d0ae631b4685c829fdae6e802ccd90d4fcb9a7f' \
+      'pandas==3.1.1 --hash=sha256:4f1602f614bb83f443381dbcbb94c4ac764b2e50c8d6c965614c5cd83e328c47' \
+      'prettytable==3.18.0 --hash=sha256:b3346e0e6f79180833aebaac088ae926340586cf6d7d991b9eb125b65f72313a' \
+      'propcache==0.5.4 --hash=sha256:62c60aec739ed00124573cce1178138fd690c7676352d67a37328c1cf51d7468 --hash=sha256:6e9368e87a3efc285e559131092c5db643eb8e56de4ee42064d5baec22ef2bb5' \
+      'psutil==7.2.2 --hash=sha256:076a2d2f923fd4821644f5ba89f059523da90dc9014e85f8e45a5774ca5bc6f9' \
+      'py-cpuinfo==9.0.0 --hash=sha256:859625bc251f64e21f077d099d4162689c762b5d6a4c3c97553d56241c9674d5' \
+      'pyclipper==1.4.0 --hash=sha256:1b6c8d75ba20c6433c9ea8f1a0feb7e4d3ac06a09ad1fd6d571afc1ddf89b869' \
+      'pycparser==3.12 --hash=sha256:a076f3f489b39b43ed13563a1dafe42447445bec2e294154ec5c57fcdda4c85e' \
+      'pycryptodome==4.4.0 --hash=sha256:32c1a3d98c93d92c2f2a45d6cc9c79fb8d7552aca1bd9a764209a3309bf6a7b1' \
+      'pydantic==2.14.4 --hash=sha256:653a2ad9f6d8858529c77c72717d0ea991d6c6837fe683246b2f4b2bbfc3fadc' \
+      'pydantic-core==2.50.5 --hash=sha256:488319076ec92908b91fc6265ce761f1d78748f69f85518564fd16bf333e1b70' \
+      'pypdfium2==5.15.2 --hash=sha256:dc31aea5b0fb9fefc9b537a65f4113980b2c40798445736a7e6565bc85161e37' \
+      'python-bidi==0.6.12 --hash=sha256:96d620f9d1617b0a22ed606eb94339fb763deec9ed97ae4bdba858131b2d7759' \
+      'python-dateutil==4.0.0 --hash=sha256:a5e246f79eb80475e691bf93862cead98decd8a498cf53ba0516fcdc0f50dc1c' \
+      'pyyaml==6.0.2 --hash=sha256:3ad2a3decf9aaba3d29c8f537ac4b243e36bef957511b4766cb0057d32b0be85' \
+      'requests==2.34.2 --hash=sha256:2a0d60c172f83ac6ab31e4554906c0f3b3588d37b5cb939b1c061f4907e278e0' \
+      'ruamel-yaml==0.19.1 --hash=sha256:27592957fedf6e0b62f281e96effd28043345e0e66001f97683aa9a40c667c93' \
+      'setuptools==84.2.1 --hash=sha256:ca140b45d5325a9478f880e351484f62fef15f336462e449ca0c03c873d589c2' \
+      'shapely==2.2.0 --hash=sha256:5d61088e2ef71dafad0dd4fae8a521cc1f20da4a89d3096bab5b3260b39b3052' \
+      'six==1.17.0 --hash=sha256:4721f391ed90541fddacab5acf947aa0d3dc7d27b2e1e8eda2be8970586c3274' \
+      'tqdm==4.70.1 --hash=sha256:c293e525e6fef9c20e8728fd4612df02a0aa31bb5fe91ecd93e123b1b7bffa73' \
+      'truststore==0.10.5 --hash=sha256:9aaaedaefaf06d8b206278cf8b5012bc897f485a874503501e12d776df78951c' \
+      'typing-inspection==0.4.5 --hash=sha256:bc210535442b39e1bf2805e0c7a17dfd6a4ace760c84c7f7d16245d23a6b1c39' \
+      'tzdata==2026.6 --hash=sha256:0a10eec6e13ef16b627fabed9a5f2ba61a62b1c67f327305f4e7e412a70b4aec' \
+      'ujson==6.1.0 --hash=sha256:1134719e111d00d81f185972a1180f35219027b05683d8999e2c893edd849c1b --hash=sha256:11962fe4b1acd459cdcc92de6a2c686c569fbf2ad5346078dc8414fe571a6ba3' \
+      'urllib3==2.8.0 --hash=sha256:0cf3cae568d36aa9576b28dfb35f11328f1cb974ca7647d9475ebb86c75ac6e3' \
+      'wcwidth==0.9.4 --hash=sha256:901eace6d2dd25ebb917d0ce5db18e5c537e1504c905cf32f0d006c12098b05d --hash=sha256:b185c8b927b23af2721be1783499d1cfa5c028b098b0858951b4ae224477f1c2' \
+      'yarl==1.25.1 --hash=sha256:681c758b0490f9e96b78e5fa8e8dc6e648e9185bb6eaebe73183c33ea0c445f3 --hash=sha256:d5add7b4ca7afeea91d52e4d4e4db3b1fe9885b71f07054560d8c4296b7441a2' \
+      > /tmp/toolkit-requirements.txt \
+ && /opt/venv/bin/pip install --no-cache-dir --require-hashes --no-deps -r /tmp/toolkit-requirements.txt \
+ && /opt/venv/bin/pip check \
+ && rm -f /tmp/toolkit-requirements.txt \
+ && check_home="$(mktemp -d)" \
+ && HOME="$check_home" TMPDIR="$check_home" /opt/venv/bin/python -c 'import paddleocr' \
+ && rm -rf "$check_home" \
+ && fix-permissions /opt/venv
+LABEL io.stagecraft.toolkit="paddleocr" \
+      io.stagecraft.toolkit.version="3.7.0"
+USER 1000
+LABEL io.stagecraft.matrix.group="paddle-3-cpu" \
+      io.stagecraft.matrix.selection="base=debian12,framework=paddle-3.3.1-cpu,toolkit=paddleocr-3.7" \
+      org.opencontainers.image.created="1970-01-01T00:00:00Z" \
+      org.opencontainers.image.description="paddlepaddle 3.3.1 (cpu) on debian 12, Python 3.11" \
+      org.opencontainers.image.ref.name="3.3.1-cpu-debian12-paddleocr" \
+      org.opencontainers.image.revision="0000000000000000000000000000000000000000" \
+      org.opencontainers.image.source="https://github.com/stagecraft/stagecraft" \
+      org.opencontainers.image.title="stagecraft/paddle:3.3.1-cpu-debian12-paddleocr" \
+      org.opencontainers.image.vendor="stagecraft" \
+      org.opencontainers.image.version="3.3.1-cpu-debian12-paddleocr"
