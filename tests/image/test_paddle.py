@@ -1,7 +1,8 @@
 """PaddlePaddle: attached to the paddle framework entries in matrix.yaml, not to a stage.
 
-Imports, version, a computation with known right numbers (not just that it runs), and
-Paddle's own self-check. `run_check()` alone is no device probe (it passes after falling
+Imports, version, a computation with known right numbers (not just that it runs), the
+dynamic -> static -> inference round trip models take to production, and Paddle's own
+self-check. `run_check()` alone is no device probe (it passes after falling
 back to CPU), so the GPU facts are checked separately by the CUDA suites.
 """
 
@@ -64,3 +65,56 @@ def test_device_string_agrees_with_paddle(host, spec):
     assert chosen == paddles, f"{spec['tag']}: chose {chosen}, paddle.get_device() says {paddles}"
     if not host.file("/dev/nvidia0").exists:
         assert chosen == "cpu", f"{spec['tag']}: {chosen} on a host without a GPU"
+
+
+# The round trip's tolerance: float32, the same weights and input; the predictor's kernels
+# (oneDNN on CPU, cuBLAS/cuDNN on GPU) may sum in another order. Seen on CPU: 1.2e-7 max
+# absolute difference (2.6.2 and 3.3.1). GPU: TF32 tensor cores may be used, hence looser.
+ROUND_TRIP_TOL = {"cpu": {"rtol": 1e-5, "atol": 1e-5}, "gpu": {"rtol": 1e-3, "atol": 1e-3}}
+
+ROUND_TRIP = """
+import json, os, tempfile
+import numpy as np
+import paddle
+from paddle import inference
+paddle.seed(0)
+net = paddle.nn.Sequential(paddle.nn.Linear(8, 16), paddle.nn.ReLU(), paddle.nn.Linear(16, 4))
+net.eval()
+x = paddle.randn([5, 8])
+want = net(x).numpy()
+d = tempfile.mkdtemp()
+prefix = os.path.join(d, "net")
+paddle.jit.save(net, prefix, input_spec=[paddle.static.InputSpec([None, 8], "float32", "x")])
+model = prefix + (".json" if os.path.exists(prefix + ".json") else ".pdmodel")  # 3.x: PIR
+config = inference.Config(model, prefix + ".pdiparams")
+gpu = paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
+if gpu:
+    config.enable_use_gpu(64, 0)
+else:
+    config.disable_gpu()
+    config.enable_mkldnn()
+predictor = inference.create_predictor(config)
+predictor.get_input_handle(predictor.get_input_names()[0]).copy_from_cpu(x.numpy())
+predictor.run()
+got = predictor.get_output_handle(predictor.get_output_names()[0]).copy_to_cpu()
+print(json.dumps({"files": sorted(os.listdir(d)), "gpu": bool(gpu), "onednn": config.mkldnn_enabled(),
+                  "shape": list(got.shape), "want": want.tolist(), "got": got.tolist()}))
+"""
+
+
+def test_dynamic_to_static_to_inference_round_trip(py, spec):
+    """A small net in dynamic mode, `paddle.jit.save`, a `paddle.inference` predictor
+    (oneDNN on for CPU; the GPU predictor where a GPU is visible, else the CPU one, as on
+    a GPU image on a host without a GPU): the same outputs within ROUND_TRIP_TOL."""
+    got = json.loads(py(ROUND_TRIP, timeout=300).strip().splitlines()[-1])
+    device = "gpu" if got["gpu"] else "cpu"
+    assert any(f.endswith(".pdiparams") for f in got["files"]), f"{spec['tag']}: saved {got['files']}"
+    assert got["shape"] == [5, 4], f"{spec['tag']}: predictor output shape {got['shape']}"
+    if device == "cpu":
+        assert got["onednn"], f"{spec['tag']}: oneDNN not enabled in the CPU predictor"
+    tol = ROUND_TRIP_TOL[device]
+    pairs = [(o, w) for orow, wrow in zip(got["got"], got["want"], strict=True)
+             for o, w in zip(orow, wrow, strict=True)]
+    worst = max(abs(o - w) for o, w in pairs)
+    assert all(abs(o - w) <= tol["atol"] + tol["rtol"] * abs(w) for o, w in pairs), (  # numpy.allclose
+        f"{spec['tag']}: {device} predictor differs from dynamic mode by {worst:.3g} (tolerance {tol})")
