@@ -25,6 +25,7 @@ from typing import Any
 import docker
 import pytest
 
+from stagecraft.cabundle import find_ca_bundle
 from tests.integration.harness import SPECS, buildable_here
 
 websocket = pytest.importorskip("websocket", reason="pip install -e '.[test]' (websocket-client)")
@@ -77,7 +78,7 @@ def start(client):
     started: list[Any] = []
 
     def run(tag: str, image_id: str, token: str | None = None, **kwargs: Any) -> Lab:
-        env = {"JUPYTER_TOKEN": token} if token is not None else {}
+        env = {**kwargs.pop("environment", {}), **({"JUPYTER_TOKEN": token} if token is not None else {})}
         container = client.containers.run(
             image_id, detach=True, environment=env, labels={"io.stagecraft.test": f"jupyter {tag}"},
             ports={"8888/tcp": ("127.0.0.1", None)}, **kwargs)
@@ -296,3 +297,27 @@ def test_any_uid_serves_and_runs_a_kernel(image, start):
         "import os, json\nprint(json.dumps([os.getuid(), os.access('/workspace', os.W_OK)]))"])
     assert json.loads(outputs[0].strip()) == [12345, True], f"{tag}: {outputs[0]!r}"
     wait_healthy(lab)
+
+
+def test_pip_install_in_a_notebook(image, start):
+    """`%pip install` in a notebook, as the server's (non-root) user, into the framework's
+    environment: the package imports in the same kernel, and its files are group 0 and
+    group-writable (the entrypoint's umask reaches the kernel), so any uid can change them.
+    The index is PyPI for real; behind a TLS-intercepting proxy the host's CA bundle is
+    mounted read-only and named by PIP_CERT, as README says for `docker run`."""
+    tag, image_id = image
+    ca = find_ca_bundle()
+    kwargs: dict[str, Any] = {}
+    if ca:
+        kwargs = {"volumes": {str(ca.path): {"bind": "/etc/pip-ca.crt", "mode": "ro"}},
+                  "environment": {"PIP_CERT": "/etc/pip-ca.crt"}}
+    lab = start(tag, image_id, token=secrets.token_hex(24), **kwargs)
+    outputs = run_notebook(lab, "pip-install.ipynb", [
+        "%pip install --no-cache-dir tabulate==0.9.0",
+        "import json, os, tabulate\n"
+        "st = os.stat(tabulate.__file__)\n"
+        "print(json.dumps([tabulate.__version__, os.getuid(), st.st_gid, oct(st.st_mode & 0o777)]))",
+    ])
+    version, uid, gid, mode = json.loads(outputs[1].strip().splitlines()[-1])
+    assert version == "0.9.0" and uid != 0, f"{tag}: {outputs}"
+    assert (gid, mode) == (0, "0o664"), f"{tag}: %pip installed tabulate.py with gid {gid}, mode {mode}"
