@@ -21,8 +21,10 @@ Each variant also runs once with ONEDNN_VERBOSE=1 and MKL_VERBOSE=1, and the lib
 own lines naming the ISA they dispatch to are kept (oneDNN's ``info,cpu,isa:`` line and
 the implementation of its first convolution; MKL's version line).
 
-Figures: per phase, the median over every timed iteration of every round (ms), and the
-ratio bypass / entrypoint (>= 1.0: the entrypoint is not slower). Writes
+Figures: per phase, the median over every timed iteration of every round (ms), of wall
+time and of the process's CPU time (all its threads; on a shared host other jobs stretch
+wall time but not the CPU time the work takes), and the ratio bypass / entrypoint (>= 1.0:
+the entrypoint is not slower). Writes
 bench/results/cpu_dispatch.json (every sample, the machine, the load) and prints tables.
 """
 
@@ -105,6 +107,7 @@ def main() -> int:
               "load_before": os.getloadavg(), "rounds": args.rounds, "iters": args.iters, "cases": {}}
     for case, (cpus, variants, phases) in cases.items():
         samples: dict[str, dict[str, list[float]]] = {v: {} for v in variants}
+        cpu_samples: dict[str, dict[str, list[float]]] = {v: {} for v in variants}
         meta: dict[str, dict] = {}
         for r in range(args.rounds):
             order = variants[r % len(variants):] + variants[:r % len(variants)]
@@ -114,13 +117,20 @@ def main() -> int:
                                                cpus, env), args.iters, phases)
                 for phase, xs in got["samples"].items():
                     samples[v].setdefault(phase, []).extend(xs)
+                for phase, xs in got["cpu_samples"].items():
+                    cpu_samples[v].setdefault(phase, []).extend(xs)
                 meta[v] = {"threads": got["threads"], "env": got["env"]}
                 print(f"{case} round {r + 1}/{args.rounds} {v}: "
                       + ", ".join(f"{p} {got[p]:.1f} ms" for p in got["samples"]), file=sys.stderr)
         medians = {v: {p: round(statistics.median(xs), 2) for p, xs in ph.items()} for v, ph in samples.items()}
+        cpu_medians = {v: {p: round(statistics.median(xs), 2) for p, xs in ph.items()}
+                       for v, ph in cpu_samples.items()}
         ratio = {p: round(medians["bypass"][p] / medians["entrypoint"][p], 3) for p in medians["entrypoint"]}
+        cpu_ratio = {p: round(cpu_medians["bypass"][p] / cpu_medians["entrypoint"][p], 3)
+                     for p in cpu_medians["entrypoint"]}
         result["cases"][case] = {"cpus": cpus, "medians_ms": medians, "ratio_bypass_over_entrypoint": ratio,
-                                 "samples_ms": samples, "meta": meta}
+                                 "cpu_medians_ms": cpu_medians, "cpu_ratio_bypass_over_entrypoint": cpu_ratio,
+                                 "samples_ms": samples, "cpu_samples_ms": cpu_samples, "meta": meta}
     result["verbose"] = {v: verbose_lines(args.docker, args.image, "bypass" if v == "old-cap" else v,
                                           OLD_CAP if v == "old-cap" else {})
                          for v in ("entrypoint", "bypass", "old-cap")}
@@ -129,14 +139,16 @@ def main() -> int:
     args.out.write_text(json.dumps(result, indent=1) + "\n")
 
     for case, data in result["cases"].items():
-        print(f"\n{case} (--cpus {data['cpus'] or 'unlimited'}), median ms over {args.rounds} containers x "
-              f"{args.iters} iterations:")
-        variants = list(data["medians_ms"])
-        print("| phase | " + " | ".join(variants) + " | bypass / entrypoint |")
-        print("|---|" + "---:|" * (len(variants) + 1))
-        for phase in data["medians_ms"]["entrypoint"]:
-            print(f"| {phase} | " + " | ".join(f"{data['medians_ms'][v][phase]:.1f}" for v in variants)
-                  + f" | {data['ratio_bypass_over_entrypoint'][phase]:.3f} |")
+        for label, med, rat in (("wall", "medians_ms", "ratio_bypass_over_entrypoint"),
+                                ("process CPU", "cpu_medians_ms", "cpu_ratio_bypass_over_entrypoint")):
+            print(f"\n{case} (--cpus {data['cpus'] or 'unlimited'}), {label} time, median ms over "
+                  f"{args.rounds} containers x {args.iters} iterations:")
+            variants = list(data[med])
+            print("| phase | " + " | ".join(variants) + " | bypass / entrypoint |")
+            print("|---|" + "---:|" * (len(variants) + 1))
+            for phase in data[med]["entrypoint"]:
+                print(f"| {phase} | " + " | ".join(f"{data[med][v][phase]:.1f}" for v in variants)
+                      + f" | {data[rat][phase]:.3f} |")
     print("\nlibraries' own lines:")
     for v, lines in result["verbose"].items():
         for k, ln in lines.items():

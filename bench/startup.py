@@ -2,6 +2,7 @@
 """Start-up cost of the entrypoint: what `docker run IMAGE CMD` pays for probing.
 
     python bench/startup.py [--runs N] [--cpu-tag TAG] [--gpu-tag TAG] [--docker PATH]
+                            [--baseline-tree DIR] [--skip-docker-run]
 
 Two figures per image, both the median (and p90) over N runs, the two variants
 interleaved (A B B A ...) so that drift on a busy host hits both alike:
@@ -16,6 +17,10 @@ Images: the CPU image as is; the GPU image with the stand-in NVML
 (tests/nvml_standin) bind-mounted over libnvidia-ml.so.1 and answering for 8 H200s
 (tests/fixtures/nvml/h200x8.conf), so the NVIDIA probe queries 8 GPUs through the real
 pynvml. Goals (issue 4): at most 40 ms on a CPU host, 60 ms with 8 GPUs.
+With ``--baseline-tree DIR`` (a checkout of an earlier revision), the in-container measure
+also times DIR's entrypoint/ and probes/ (byte-compiled by the image's Python, mounted
+read-only) in the same container, interleaved: a regression check free of image and
+engine differences.
 Writes bench/results/startup.json (every sample, the machine, the load) and prints a table.
 """
 
@@ -52,21 +57,24 @@ RESULTS = ROOT / "bench" / "results" / "startup.json"
 IN_CONTAINER = r"""
 import json, subprocess, sys, time
 n = int(sys.argv[1])
-with_ep = ["/usr/bin/tini", "-s", "--", "@ENTRYPOINT@", "true"]
-without = ["true"]
-out = {"with": [], "without": []}
+variants = {"with": ["/usr/bin/tini", "-s", "--", "@ENTRYPOINT@", "true"], "without": ["true"]}
+if len(sys.argv) > 2:  # a baseline tree mounted beside the image's own entrypoint
+    variants["baseline"] = ["/usr/bin/tini", "-s", "--", sys.argv[2], "true"]
+out = {k: [] for k in variants}
 def once(argv):
     t0 = time.perf_counter()
     subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
     return (time.perf_counter() - t0) * 1000
+names = list(variants)
 for _ in range(2):
-    once(with_ep); once(without)
+    for k in names:
+        once(variants[k])
 for i in range(n):
-    order = (with_ep, without) if i % 2 == 0 else (without, with_ep)
-    for argv in order:
-        out["with" if argv is with_ep else "without"].append(once(argv))
+    for k in names[i % len(names):] + names[:i % len(names)]:
+        out[k].append(once(variants[k]))
 print(json.dumps(out))
 """.replace("@ENTRYPOINT@", ENTRYPOINT)
+BASELINE_IN_IMAGE = "/opt/stagecraft-baseline"
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -114,13 +122,40 @@ def docker_run_samples(docker: str, ref: str, flags: list[str], n: int) -> dict[
     return summarise(w, wo)
 
 
-def in_container_samples(docker: str, ref: str, flags: list[str], n: int) -> dict[str, object]:
-    argv = [docker, "run", "--rm", *flags, "--entrypoint", "python3", ref, "-c", IN_CONTAINER, str(n)]
-    cp = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+def in_container_samples(docker: str, ref: str, flags: list[str], n: int,
+                         baseline: Path | None = None) -> dict[str, object]:
+    """In one container, the entrypoint vs `true` (and, with ``baseline``, the baseline
+    tree's entrypoint, run against the same image, interleaved with the other two)."""
+    extra: list[str] = []
+    args = [str(n)]
+    if baseline is not None:
+        extra = ["-v", f"{baseline}:{BASELINE_IN_IMAGE}:ro"]
+        args.append(f"{BASELINE_IN_IMAGE}/entrypoint/stagecraft-entrypoint")
+    argv = [docker, "run", "--rm", *flags, *extra, "--entrypoint", "python3", ref, "-c", IN_CONTAINER, *args]
+    cp = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
     if cp.returncode != 0:
         raise SystemExit(f"in-container run failed ({cp.returncode}): {cp.stderr[-800:]}")
     data = json.loads(cp.stdout.strip().splitlines()[-1])
-    return summarise(data["with"], data["without"])
+    out = summarise(data["with"], data["without"])
+    if baseline is not None:
+        base = summarise(data["baseline"], data["without"])
+        out["baseline"] = base
+        out["vs_baseline_median_ms"] = round(out["overhead_median_ms"] - base["overhead_median_ms"], 1)
+    return out
+
+
+def prepare_baseline(docker: str, ref: str, tree: Path, tmp: str) -> Path:
+    """A copy of ``tree``'s entrypoint/ and probes/, byte-compiled by the image's own
+    Python (as the image build does for its own copy), to mount at BASELINE_IN_IMAGE."""
+    dest = Path(tmp) / "baseline"
+    for part in ("entrypoint", "probes"):
+        shutil.copytree(tree / part, dest / part, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    cp = subprocess.run([docker, "run", "--rm", "--user", "0", "-v", f"{dest}:/b", "--entrypoint", "python3", ref,
+                         "-m", "compileall", "-q", "/b"], capture_output=True, text=True, timeout=300, check=False)
+    if cp.returncode != 0:
+        raise SystemExit(f"compiling the baseline failed: {cp.stderr[-500:]}")
+    subprocess.run(["chmod", "-R", "a+rX", str(dest)], check=True)
+    return dest
 
 
 def machine(docker: str) -> dict[str, object]:
@@ -148,6 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--docker", default=shutil.which("docker") or "/usr/bin/docker",
                     help="docker client (default: the first on PATH)")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--baseline-tree", type=Path, default=None,
+                    help="a source tree (e.g. `git archive REV`) whose entrypoint/ and probes/ are "
+                         "also timed in the same containers: a regression check")
+    ap.add_argument("--skip-docker-run", action="store_true", help="only the in-container measure")
     args = ap.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="stagecraft-bench-") as tmp:
@@ -166,10 +205,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: {ref} ({args.runs} runs per variant) ...", file=sys.stderr, flush=True)
             check = subprocess.run([args.docker, "run", "--rm", *flags, ref, "true"], capture_output=True,
                                    text=True, timeout=300, check=False)
+            base = prepare_baseline(args.docker, ref, args.baseline_tree, tempfile.mkdtemp(dir=tmp)) \
+                if args.baseline_tree else None
             result["cases"][name] = {  # type: ignore[index]
                 "ref": ref, "flags": flags, "line": check.stderr.strip(),
-                "docker_run": docker_run_samples(args.docker, ref, flags, args.runs),
-                "in_container": in_container_samples(args.docker, ref, flags, args.runs)}
+                "docker_run": None if args.skip_docker_run else docker_run_samples(args.docker, ref, flags, args.runs),
+                "in_container": in_container_samples(args.docker, ref, flags, args.runs, base)}
         result["seconds"] = round(time.monotonic() - t0, 1)
         result["machine"]["loadavg_end"] = list(os.getloadavg())  # type: ignore[index]
 
@@ -187,10 +228,17 @@ def table(result: dict) -> str:
         goal = result["goals_ms"][name]
         for m in ("docker_run", "in_container"):
             s = c[m]
+            if s is None:
+                continue
             met = "yes" if s["overhead_median_ms"] <= goal else "NO"
             rows.append(f"{name:<6} {m:<13} {s['median_with_ms']:>9.1f} {s['median_without_ms']:>9.1f} "
                         f"{s['overhead_median_ms']:>13.1f} {s['p90_with_ms']:>9.1f} {s['p90_without_ms']:>9.1f} "
                         f"{goal:>6.0f}  {met}")
+        base = c["in_container"].get("baseline")
+        if base:
+            rows.append(f"{name:<6} {'baseline':<13} {base['median_with_ms']:>9.1f} {base['median_without_ms']:>9.1f} "
+                        f"{base['overhead_median_ms']:>13.1f} {base['p90_with_ms']:>9.1f} {base['p90_without_ms']:>9.1f} "
+                        f"{goal:>6.0f}  (this tree {c['in_container']['vs_baseline_median_ms']:+.1f} ms)")
     return "\n".join(rows) + "\n(ms; overhead = median with - median without)"
 
 

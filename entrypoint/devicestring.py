@@ -53,7 +53,7 @@ def render(templates: dict[str, str] | None, family: str, count: int) -> str | N
     template for it. ``count``: devices of that family the process may use."""
     if not templates or family not in templates:
         return None
-    t = templates[family]
-    if problems(t):  # checked at load time; an image.json edited by hand stays harmless
+    try:  # checked by problems() at load time; an image.json edited by hand stays harmless
+        return str(templates[family]).format(index=0, count=max(int(count), 1))[:LIMIT]
+    except (KeyError, IndexError, ValueError, AttributeError):
         return None
-    return t.format(index=0, count=max(int(count), 1))
