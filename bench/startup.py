@@ -55,23 +55,30 @@ RESULTS = ROOT / "bench" / "results" / "startup.json"
 
 # Runs inside the image: interleaved child runs, wall ms each, as JSON on stdout.
 IN_CONTAINER = r"""
-import json, subprocess, sys, time
+import json, resource, subprocess, sys, time
 n = int(sys.argv[1])
 variants = {"with": ["/usr/bin/tini", "-s", "--", "@ENTRYPOINT@", "true"], "without": ["true"]}
 if len(sys.argv) > 2:  # a baseline tree mounted beside the image's own entrypoint
     variants["baseline"] = ["/usr/bin/tini", "-s", "--", sys.argv[2], "true"]
 out = {k: [] for k in variants}
+cpu = {k: [] for k in variants}
+def used():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 def once(argv):
-    t0 = time.perf_counter()
+    c0, t0 = used(), time.perf_counter()
     subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    return (time.perf_counter() - t0) * 1000
+    return (time.perf_counter() - t0) * 1000, (used() - c0) * 1000
 names = list(variants)
 for _ in range(2):
     for k in names:
         once(variants[k])
 for i in range(n):
     for k in names[i % len(names):] + names[:i % len(names)]:
-        out[k].append(once(variants[k]))
+        wall, c = once(variants[k])
+        out[k].append(wall)
+        cpu[k].append(c)
+out["cpu"] = cpu
 print(json.dumps(out))
 """.replace("@ENTRYPOINT@", ENTRYPOINT)
 BASELINE_IN_IMAGE = "/opt/stagecraft-baseline"
@@ -137,7 +144,12 @@ def in_container_samples(docker: str, ref: str, flags: list[str], n: int,
         raise SystemExit(f"in-container run failed ({cp.returncode}): {cp.stderr[-800:]}")
     data = json.loads(cp.stdout.strip().splitlines()[-1])
     out = summarise(data["with"], data["without"])
+    # CPU time of the child (user + system, getrusage): what the start costs in work, which
+    # other jobs on a shared host cannot stretch as they stretch wall time.
+    out["cpu_median_with_ms"] = round(statistics.median(data["cpu"]["with"]), 1)
+    out["cpu_median_without_ms"] = round(statistics.median(data["cpu"]["without"]), 1)
     if baseline is not None:
+        out["cpu_median_baseline_ms"] = round(statistics.median(data["cpu"]["baseline"]), 1)
         base = summarise(data["baseline"], data["without"])
         out["baseline"] = base
         out["vs_baseline_median_ms"] = round(out["overhead_median_ms"] - base["overhead_median_ms"], 1)
@@ -239,6 +251,9 @@ def table(result: dict) -> str:
             rows.append(f"{name:<6} {'baseline':<13} {base['median_with_ms']:>9.1f} {base['median_without_ms']:>9.1f} "
                         f"{base['overhead_median_ms']:>13.1f} {base['p90_with_ms']:>9.1f} {base['p90_without_ms']:>9.1f} "
                         f"{goal:>6.0f}  (this tree {c['in_container']['vs_baseline_median_ms']:+.1f} ms)")
+        ic = c["in_container"]
+        rows.append(f"{name:<6} {'CPU time':<13} {ic['cpu_median_with_ms']:>9.1f} {ic['cpu_median_without_ms']:>9.1f}"
+                    + (f"   baseline {ic['cpu_median_baseline_ms']:.1f}" if "cpu_median_baseline_ms" in ic else ""))
     return "\n".join(rows) + "\n(ms; overhead = median with - median without)"
 
 
