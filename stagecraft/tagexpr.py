@@ -79,7 +79,7 @@ def _check_args(args: tuple, kwargs: dict[str, Any], value: Any = None) -> None:
         _bounded(arg)
         if isinstance(arg, int) and not isinstance(arg, bool) and abs(arg) > MAX_TEXT * 16:
             # widths, counts and lengths: nothing here needs more
-            raise TooLarge(f"the argument {clip_number(arg)} is larger than {MAX_TEXT * 16}")
+            raise TooLarge(f"the argument {_clip_number(arg)} is larger than {MAX_TEXT * 16}")
 
 
 def _bounded_filter(func: Any) -> Any:
@@ -93,12 +93,12 @@ def _bounded_filter(func: Any) -> Any:
         _check_args(tuple(plain[1:]), kwargs, plain[0] if plain else None)
         result = func(*args, **kwargs)
         if hasattr(result, "__next__"):  # map/select/...: a lazy iterator; bound its length
-            result = list(itertools_islice(result))
+            result = list(_drain(result))
         return _bounded(result)
     return run
 
 
-def itertools_islice(iterator: Any) -> list[Any]:
+def _drain(iterator: Any) -> list[Any]:
     out = []
     for item in iterator:
         out.append(item)
@@ -121,7 +121,7 @@ class _Environment(jinja2.sandbox.ImmutableSandboxedEnvironment):
         if operator == "**":
             if isinstance(left, int) and isinstance(right, int) and (
                     right > MAX_INT_BITS or abs(left).bit_length() * max(right, 0) > MAX_INT_BITS):
-                raise TooLarge(f"{clip_number(left)} ** {clip_number(right)} is too large")
+                raise TooLarge(f"{_clip_number(left)} ** {_clip_number(right)} is too large")
         elif operator == "*":
             for seq, times in ((left, right), (right, left)):
                 if isinstance(times, int) and _size(seq) * max(times, 0) > MAX_TEXT:
@@ -145,18 +145,18 @@ class _Environment(jinja2.sandbox.ImmutableSandboxedEnvironment):
         allowed = __obj is _range or __obj is dict or (
             owner is not None and name in _METHODS.get(type(owner), ()))
         if not allowed:
-            raise jinja2.sandbox.SecurityError(f"calling {clip_name(__obj)} is not supported "
+            raise jinja2.sandbox.SecurityError(f"calling {_clip_name(__obj)} is not supported "
                                                "in tag expressions")
         _check_args(args, kwargs)
         return _bounded(super().call(__context, __obj, *args, **kwargs))
 
 
-def clip_number(n: Any) -> str:
+def _clip_number(n: Any) -> str:
     text = str(n) if not isinstance(n, int) or n.bit_length() < 200 else "a large number"
     return text[:40]
 
 
-def clip_name(obj: Any) -> str:
+def _clip_name(obj: Any) -> str:
     return repr(getattr(obj, "__name__", type(obj).__name__))[:60]
 
 
