@@ -241,6 +241,10 @@ def _build_options(p: argparse.ArgumentParser) -> None:
                    help="skip images whose package index this host cannot reach (exit 0 "
                         "if the rest built); without it they make the run fail")
     p.add_argument("--test", action="store_true", help="after building, run the testinfra suites")
+    p.add_argument("--stage", metavar="STAGE",
+                   help="build each chosen tag's chain only up to this stage (e.g. accel: the CUDA "
+                        "stages of an image whose framework index is unreachable); tags nothing and "
+                        "prints the stage images")
     p.add_argument("--push", action="store_true",
                    help="after building and testing (implies --test), push what passed "
                         "(--registry or registry: in matrix.yaml)")
@@ -446,6 +450,10 @@ def _show_plan(matrix: Matrix, chosen: list[ImageSpec], args: argparse.Namespace
     from .engine import Engine
 
     plan = _plan(matrix, chosen, args)
+    if getattr(args, "stage", None):
+        from .plan import up_to_stage
+
+        plan = up_to_stage(plan, args.stage)
     engine = Engine()
     rows = []
     for key, node in plan.nodes.items():
@@ -548,6 +556,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         return _show_plan(matrix, chosen, args)
     from .preflight import unreachable
 
+    if args.stage:
+        return _build_stages(matrix, chosen, args, bundle)
     skipped = unreachable(chosen, bundle)
     for tag, why in skipped.items():
         _say(f"{'skipping' if args.skip_unreachable else 'cannot build'} {tag}: {why}")
@@ -558,6 +568,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     engine = Engine()
     wanted = _check_platforms(engine, wanted, bool(args.platform))
     plan = _plan(matrix, chosen, args, wanted)
+    _check_wheels(matrix, plan, engine, bundle)
     chosen = [s for s in chosen if s.tag in wanted]
     repository = args.repository or matrix.repository
     _say(f"stagecraft: {len(chosen)} image(s), {len(plan.nodes)} stage(s); BuildKit via "
@@ -602,6 +613,57 @@ def cmd_build(args: argparse.Namespace) -> int:
         _say(f"{len(skipped)} image(s) not built here (unreachable index); --skip-unreachable "
              "makes that a success")
     return EXIT_OK if ok else EXIT_FAILED
+
+
+def _build_stages(matrix: Matrix, chosen: list[ImageSpec], args: argparse.Namespace, bundle: Any) -> int:
+    """``build --stage STAGE``: the chosen tags' chains up to STAGE, no tag moved; stage
+    images on stdout (``--json``: the build report)."""
+    from .builder import BuildOptions, build_plan
+    from .engine import Engine
+    from .plan import up_to_stage
+
+    if args.test or args.push:
+        raise InputError.one(f"--stage {args.stage}", "builds stages, not images",
+                             "drop --test/--push, or --stage")
+    plan = up_to_stage(_plan(matrix, chosen, args), args.stage)
+    engine = Engine()
+    _check_wheels(matrix, plan, engine, bundle, stages_of=chosen)
+    _say(f"stagecraft: {len(plan.nodes)} stage(s) up to {args.stage} for {', '.join(s.tag for s in chosen)}")
+    report = build_plan(engine, plan, matrix.root,
+                        BuildOptions(args.repository or matrix.repository, _state_dir(matrix, args),
+                                     args.jobs, bundle), _say)
+    ok = all(s.status in ("built", "cached") for s in report.stages.values())
+    if args.json:
+        _emit_json({"seconds": round(report.seconds, 1), "stages": [
+            {**asdict(s), "image": plan.nodes[s.key].image_ref} for s in report.stages.values()]})
+    else:
+        for key, node in plan.nodes.items():
+            if report.stages[key].status in ("built", "cached"):
+                print(node.image_ref)
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def _check_wheels(matrix: Matrix, plan: Any, engine: Any, bundle: Any,
+                  stages_of: list[ImageSpec] | None = None) -> None:
+    """Every NVIDIA wheel pin of a stage still to build exists on PyPI; raises
+    ``InputError`` naming each one that does not (see ``preflight``)."""
+    from .preflight import missing_wheels, wheel_pins
+
+    if stages_of is not None:  # a plan without images (--stage): its nodes, for each spec
+        todo = [(spec, node.stage) for spec in stages_of for node in plan.nodes.values()
+                if spec.tag in node.tags and engine.image_id(node.image_ref) is None]
+    else:
+        todo = [(img.spec, img.spec.chain[i]) for img in plan.images
+                for i, key in enumerate(img.keys[:len(img.spec.chain)])
+                if engine.image_id(plan.nodes[key].image_ref) is None]
+    pins = wheel_pins(matrix, todo)
+    if not pins:
+        return
+    problems, notes = missing_wheels(matrix, pins, bundle)
+    for note in notes:
+        _say(note)
+    if problems:
+        raise InputError(problems)
 
 
 def _summary(report: Any, tests: dict[str, Any], args: argparse.Namespace,
@@ -1012,6 +1074,8 @@ def cmd_freeze(args: argparse.Namespace) -> int:
                                        environment={"STAGECRAFT_QUIET": "1"}).decode()
     skip = {spec.framework["package"].lower()} | {
         re.split(r"[=<>!~ ]", r, maxsplit=1)[0].lower() for r in matrix.entrypoint.get("requirements", [])}
+    for table in ("cuda", "accel"):  # NVIDIA's wheels: pinned by their stage, not the framework
+        skip |= {p.lower() for p in ((spec.components.get(table) or {}).get("pypi") or {})}
     pins = sorted((ln.strip() for ln in out.splitlines() if "==" in ln), key=str.lower)
     pins = [p for p in pins if p.split("==")[0].lower().replace("_", "-") not in
             {x.replace("_", "-") for x in skip}]

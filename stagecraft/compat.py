@@ -10,6 +10,7 @@ anything is built.
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,7 +51,7 @@ def check(matrix: Matrix, components: dict[str, dict[str, Any]],
     ``platform_rules`` once the host is known). Rules: framework-platform, base-platform,
     device-needs-cuda, cpu-without-cuda, cuda-known, framework-cuda, framework-cudnn,
     cudnn-cuda-major, nccl-cuda-major, tensorrt-cuda-major, wheel-cuda-major,
-    framework-python, toolkit-framework.
+    framework-python, toolkit-framework, framework-wheels.
     """
     broken: list[str] = platform_rules(components, platforms)
     fw = components["framework"]
@@ -109,6 +110,7 @@ def check(matrix: Matrix, components: dict[str, dict[str, Any]],
             if suffix.startswith("cu") and suffix[2:].isdigit() and suffix[2:] != cuda_major:
                 broken.append(f"wheel-cuda-major: {comp['name']} installs {pkg}, a CUDA "
                               f"{suffix[2:]} wheel, under CUDA {cuda_v}")
+    broken += framework_wheels(fw, cuda, accel)
     return broken
 
 
@@ -154,6 +156,35 @@ def _toolkit_rules(toolkit: dict[str, Any], fw: dict[str, Any]) -> list[str]:
         return [f"toolkit-framework: {name} works with {fw['import']} {works_with[fw['import']]}; framework "
                 f"{fw['name']} is {fw['import']} {fw['version']}"]
     return []
+
+
+def _norm(name: str) -> str:
+    """A distribution name as PEP 503 compares them."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def framework_wheels(fw: dict[str, Any], cuda: dict[str, Any] | None,
+                     accel: dict[str, Any] | None) -> list[str]:
+    """Rule framework-wheels: every NVIDIA wheel the framework's package pins
+    (``cuda_wheels``, its Requires-Dist) is installed by the cuda or accel stage at that
+    version. Otherwise pip would install a second copy of the library into the runtime
+    (a different version), or one the stages lack. One sentence per wheel, naming both
+    versions."""
+    wants = fw.get("cuda_wheels") or {}
+    have: dict[str, tuple[str, str]] = {}
+    for comp in (cuda, accel):
+        for pkg, version in ((comp or {}).get("pypi") or {}).items():
+            have[_norm(pkg)] = (str(version), comp["name"])
+    out = []
+    for pkg, version in wants.items():
+        got = have.get(_norm(pkg))
+        if got is None:
+            out.append(f"framework-wheels: {fw['name']} requires {pkg}=={version}, which neither "
+                       f"the cuda nor the accel stage installs (pip would add it to the runtime)")
+        elif got[0] != str(version):
+            out.append(f"framework-wheels: {fw['name']} pins {pkg}=={version}; {got[1]} installs "
+                       f"{pkg}=={got[0]} (pip would install {version} again beside it)")
+    return out
 
 
 def _vt(version: str) -> tuple[int, ...]:

@@ -7,9 +7,9 @@ a readable name, each with its ``inputs`` (exactly what the resolution starts fr
   inputs (mirror, suite, variant, architecture) and the apt specs of every stage that
   installs Debian packages on that base;
 - one Python entry per requirement set, base and platform (``runtime paddle-2.6.2-cpu on
-  debian12 linux/amd64``): the framework, its constraints and the entrypoint's
-  requirements; the CUDA and NCCL wheel sets (``--no-deps``); Jupyter or a toolkit over a
-  runtime.
+  debian12 linux/amd64``): the framework, its constraints (and the NVIDIA wheels of the
+  stages below it) and the entrypoint's requirements; the CUDA and NCCL wheel sets;
+  Jupyter or a toolkit over a runtime; the build tools a runtime stage fetches (cuobjdump).
 
 ``resolve.py`` fills each entry with what a real resolver chose (apt and debootstrap for
 Debian, ``uv pip compile`` for Python). ``dumps``/``loads`` write and read the file:
@@ -36,7 +36,7 @@ SCHEMA = "stagecraft-lock/1"
 DEFAULT_PLATFORM = "linux/amd64"
 PYPI = "https://pypi.org/simple"
 # Where a stage's Debian packages come from in matrix.yaml: stage -> component table.
-APT_TABLES = {"base": "base", "runtime": "framework"}
+APT_TABLES = {"base": "base", "accel": "accel", "runtime": "framework"}
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -69,12 +69,15 @@ def debian_key(spec: ImageSpec, platform: str) -> str:
 def stage_apt(components: dict[str, Any], stage: str) -> dict[str, Any]:
     """The Debian packages (``{package: {"version", "why"}}``) a stage installs: the
     base's ``apt`` for the base stage; for the runtime stage the framework's ``apt`` and
-    the base's ``toolkit_apt`` (what the frameworks' common toolkits load), one set."""
+    the base's ``toolkit_apt`` (what the frameworks' common toolkits load), one set; for
+    the accel stage the accel component's ``apt``."""
     if stage == "base":
         return dict((components.get("base") or {}).get("apt") or {})
     if stage == "runtime":
         return {**((components.get("base") or {}).get("toolkit_apt") or {}),
                 **((components.get("framework") or {}).get("apt") or {})}
+    if stage == "accel":  # what NCCL and cuFile RDMA load (rdma-core's user space)
+        return dict((components.get("accel") or {}).get("apt") or {})
     return {}
 
 
@@ -98,6 +101,15 @@ def python_key(spec: ImageSpec, stage: str, platform: str) -> str | None:
             and comps[stage].get("source", "pypi") == "pypi":
         return f"{stage} {comps[stage]['name']} {on}"
     return None
+
+
+def _stage_pins(spec: ImageSpec, upto: str) -> list[str]:
+    """``pkg==version`` of the NVIDIA wheels the cuda stage (and, with ``upto="accel"``,
+    the accel stage) of ``spec`` installs."""
+    tables = ("cuda", "accel") if upto == "accel" else ("cuda",)
+    return [f"{p}=={v}" for t in tables for p, v in
+            sorted(((spec.components.get(t) or {}).get("pypi") or {}).items())
+            if t in spec.chain]
 
 
 def _arch(platform: str) -> str:
@@ -136,10 +148,12 @@ def wanted(matrix: Matrix, specs: list[ImageSpec]) -> dict[str, dict[str, dict[s
                           "index_url": None, "no_deps": False, "constraints": []}
                 fw = comps["framework"]
                 if stage == "runtime":
+                    # Over the NVIDIA wheels the cuda and accel stages installed into the
+                    # same venv: their versions are constraints (the template's pip freeze).
                     py[pkey] = {**common,
                                 "requirements": [f"{fw['package']}=={fw['version']}",
                                                  *matrix.entrypoint.get("requirements", [])],
-                                "constraints": list(fw.get("constraints", [])),
+                                "constraints": list(fw.get("constraints", [])) + _stage_pins(spec, "accel"),
                                 "index_url": fw.get("index_url")}
                 elif stage == "jupyter":
                     jup = comps["jupyter"]
@@ -153,10 +167,17 @@ def wanted(matrix: Matrix, specs: list[ImageSpec]) -> dict[str, dict[str, dict[s
                                 "requirements": [f"{tk['package']}=={tk['version']}"],
                                 "constraints": list(tk.get("constraints", [])),
                                 "after": python_key(spec, "runtime", plat)}
-                else:  # cuda, accel: NVIDIA's wheels, unpacked, no dependencies
-                    py[pkey] = {**common, "no_deps": True,
+                else:  # cuda, accel: NVIDIA's wheels, installed with their dependencies
+                    py[pkey] = {**common,
                                 "requirements": [f"{p}=={v}" for p, v in
-                                                 sorted(comps[stage]["pypi"].items())]}
+                                                 sorted(comps[stage]["pypi"].items())],
+                                "constraints": _stage_pins(spec, "cuda") if stage == "accel" else []}
+            tool = matrix.build_tools.get("cuobjdump")
+            if tool and "runtime" in spec.chain and comps["framework"].get("build", {}).get("fatbins"):
+                # Fetched by the runtime stage, used and removed: an input all the same.
+                py.setdefault(_tool_key(spec, plat), {
+                    "python": spec.base["python"], "platform": plat, "after": None, "index_url": None,
+                    "no_deps": True, "constraints": [], "requirements": [tool]})
     return {"debian": deb, "python": py}
 
 
@@ -439,9 +460,14 @@ def _entry(lock: Lock, kind: str, key: str, inputs: dict[str, Any], where: str) 
     entry = getattr(lock, kind).get(key)
     if entry is None:
         raise InputError.one(where, f"{key}: not locked", hint)
-    if entry["inputs"] != inputs:
+    have = entry["inputs"]
+    if kind == "debian":
+        # One image's Debian inputs are a part of its base's entry: the entry's stages are
+        # those of every image on the base (each stage's apt specs must be the locked ones).
+        have = {**have, "stages": {k: v for k, v in have.get("stages", {}).items() if k in inputs["stages"]}}
+    if have != inputs:
         raise InputError.one(where, f"{key}: locked from other inputs "
-                             f"({_input_diff(entry['inputs'], inputs)})", hint)
+                             f"({_input_diff(have, inputs)})", hint)
     return entry
 
 
@@ -490,6 +516,9 @@ def stage_lock(matrix: Matrix, spec: ImageSpec, stage: str, platform: str = "") 
     if after:  # only what the set adds over the one it is resolved over
         below = _entry(lock, "python", after, want["python"][after], where).get("packages", {})
         pkgs = {n: r for n, r in pkgs.items() if n not in below}
+    if stage in ("accel", "runtime"):  # NVIDIA's wheels the stages below installed
+        installed = {normalize(pin.split("==")[0]) for pin in _stage_pins(spec, "cuda" if stage == "accel" else "accel")}
+        pkgs = {n: r for n, r in pkgs.items() if n not in installed}
     return StageLock(apt=apt, python=tuple(
         (n, r["version"], tuple(sorted(r["files"].values()))) for n, r in sorted(pkgs.items())))
 
@@ -498,13 +527,34 @@ def runtime_pins(matrix: Matrix, spec: ImageSpec, platform: str = "") -> list[st
     """The ``name==version`` pins an image carries as its constraints
     (/opt/stagecraft/constraints.txt): the lock's runtime set when the matrix has a lock,
     else the framework's constraints, the framework itself and the entrypoint's
-    requirements. Raises ``InputError`` like ``stage_lock``."""
+    requirements; and the NVIDIA wheels of the stages below. Raises ``InputError`` like
+    ``stage_lock``."""
     locked = stage_lock(matrix, spec, "runtime", platform)
+    below = _stage_pins(spec, "accel")  # the NVIDIA wheels the cuda and accel stages installed
     if locked is not None and not locked.unresolved:
-        return locked.pins
+        return locked.pins + below
     fw = spec.framework
     return [*fw.get("constraints", []), f"{fw['package']}=={fw['version']}",
-            *matrix.entrypoint.get("requirements", [])]
+            *matrix.entrypoint.get("requirements", []), *below]
+
+
+def tools_lock(matrix: Matrix, spec: ImageSpec, platform: str = "") -> StageLock | None:
+    """The locked build tools ``spec``'s runtime stage fetches (cuobjdump, for a framework
+    with ``build.fatbins``), or None when the matrix has no lock or the stage fetches none.
+    Raises ``InputError`` like ``stage_lock``."""
+    lock = load_for(matrix)
+    if lock is None or not spec.framework.get("build", {}).get("fatbins") or "cuobjdump" not in matrix.build_tools:
+        return None
+    where = lock_path(matrix).name
+    plat = platform or platforms(spec)[0]
+    key = _tool_key(spec, plat)
+    entry = _entry(lock, "python", key, wanted(matrix, [spec])["python"][key], where)
+    return StageLock(python=tuple((n, r["version"], tuple(sorted(r["files"].values())))
+                                  for n, r in sorted(entry["packages"].items())))
+
+
+def _tool_key(spec: ImageSpec, platform: str) -> str:
+    return f"build-tool cuobjdump on {spec.base['name']} {platform}"
 
 
 def base_lock(matrix: Matrix, spec: ImageSpec, platform: str = "") -> dict[str, dict[str, str]] | None:

@@ -81,6 +81,7 @@ class Matrix:
     groups: tuple[Group, ...]
     entrypoint: dict[str, Any]
     locate: Locator = field(compare=False, repr=False)
+    build_tools: dict[str, str] = field(default_factory=dict)
 
     @property
     def templates_dir(self) -> Path:
@@ -267,6 +268,10 @@ def _reference_problems(data: Any, locate: Locator, root: Path, taint: _Taint) -
             continue
         platform_problems(["components", "framework", fname, "build", "platforms"],
                           _d(fw.get("build")).get("platforms"), f"framework {fname!r}")
+        if fw.get("build", {}).get("fatbins") and "cuobjdump" not in _d(data.get("build_tools")):
+            bad(["components", "framework", fname, "build", "fatbins"], f"framework {fname!r} "
+                "names build.fatbins to measure, but build_tools.cuobjdump is not set",
+                "add build_tools: {cuobjdump: nvidia-cuda-cuobjdump==VERSION}")
         for family, template in _d(fw.get("device_strings")).items():
             for what in devicestring.problems(template):
                 bad(["components", "framework", fname, "device_strings", family],
@@ -280,8 +285,10 @@ def _reference_problems(data: Any, locate: Locator, root: Path, taint: _Taint) -
                     f"framework {fname!r} (device nvidia) does not declare "
                     + ", ".join(f"build.{k}" for k in missing),
                     "complete data or no claim: list the compute capabilities the wheel ships "
-                    "SASS and PTX for (cuobjdump --list-elf/--list-ptx) and the libraries it "
-                    "dlopens; write `unknown` for a fact not known (the entrypoint then warns)")
+                    "SASS and PTX for (cuobjdump --list-elf/--list-ptx), the libraries it "
+                    "dlopens and the binaries the build measures them from (fatbins, relative "
+                    "to site-packages); write `unknown` for a fact not known (the entrypoint "
+                    "then warns)")
     for tname, entries in _d(tables).items():  # the suites components name (framework, toolkit)
         for ename, entry in _d(entries).items():
             if not taint.clean(("components", tname, ename)):
@@ -350,8 +357,9 @@ def _reference_problems(data: Any, locate: Locator, root: Path, taint: _Taint) -
 
 
 # What an NVIDIA framework build must declare (the kernel-set chooser and the CUDA image
-# suite read them); each is a list or the word ``unknown``.
-NVIDIA_FACTS = ("sass", "ptx", "dlopen")
+# suite read them); each is a list or the word ``unknown`` (fatbins: a list, the binaries
+# the runtime stage measures SASS and PTX from).
+NVIDIA_FACTS = ("sass", "ptx", "dlopen", "fatbins")
 
 
 def _closest_hint(value: str, names: dict[str, Any] | list[str]) -> str:
@@ -427,10 +435,12 @@ def _freeze(path: Path, root: Path, data: Any, locate: Locator, taint: _Taint) -
         for i, g in enumerate(_l(data.get("images"))) if sound(g, i)
     )
     entrypoint = _d(data.get("entrypoint")) if taint.clean(("entrypoint",)) else {}
+    build_tools = _d(data.get("build_tools")) if taint.clean(("build_tools",)) else {}
     return Matrix(path=path, root=root, repository=_text(data, "repository", taint, "invalid"),
                   source=_text(data, "source", taint), vendor=_text(data, "vendor", taint),
                   registry=_text(data, "registry", taint), stages=stages, components=components,
-                  groups=groups, entrypoint={"requirements": [], **entrypoint}, locate=locate)
+                  groups=groups, entrypoint={"requirements": [], **entrypoint}, locate=locate,
+                  build_tools=dict(build_tools))
 
 
 def _stage_shaped(stage: Any) -> bool:

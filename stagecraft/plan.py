@@ -200,6 +200,20 @@ def make_plan(matrix: Matrix, specs: list[ImageSpec], bases: dict[str, BaseImage
     return Plan(nodes=nodes, images=tuple(images), bases=used_bases)
 
 
+def up_to_stage(plan: Plan, stage: str) -> Plan:
+    """The part of ``plan`` that builds each image's chain up to and including ``stage``,
+    with no image to tag (``images`` empty). Raises ``InputError`` for an image whose
+    chain lacks ``stage``."""
+    keys: list[str] = []
+    for img in plan.images:
+        chain = list(img.spec.chain)
+        if stage not in chain:
+            raise InputError.one(f"--stage {stage}", f"{img.spec.tag} has no stage {stage!r} "
+                                 f"(its chain: {' > '.join(chain)})", "pass one of its stages")
+        keys += [k for k in img.keys[:chain.index(stage) + 1] if k not in keys]
+    return Plan(nodes={k: n for k, n in plan.nodes.items() if k in keys}, images=(), bases=plan.bases)
+
+
 def _with_tag(node: StageNode, tag: str) -> StageNode:
     if tag in node.tags:
         return node

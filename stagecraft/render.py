@@ -2,7 +2,8 @@
 
 Each stage template renders with ``base``, the components its stage ``uses``, ``stage``
 (its name), ``image_json`` (the image manifest the entrypoint reads) and ``entrypoint``
-(the matrix's entrypoint settings), under ``StrictUndefined``: a template that reads
+(the matrix's entrypoint settings), ``build_tools`` (pinned tools the build uses and
+removes), under ``StrictUndefined``: a template that reads
 anything else fails at render time with ``template:line``. Output is deterministic: the
 same inputs give the same bytes.
 
@@ -37,6 +38,8 @@ from .matrix import Matrix
 from .safetext import clip, cut, describe, first_unsafe, unsafe_positions
 
 MANIFEST_PATH = "/etc/stagecraft/image.json"
+# What the runtime stage measured from the framework's binaries (probes/fatbin.py).
+MEASURED_PATH = "/opt/stagecraft/measured-kernels.json"
 
 
 @dataclass(frozen=True)
@@ -172,13 +175,16 @@ def render_stages(matrix: Matrix, spec: ImageSpec, platform: str = "") -> list[R
             "base": spec.base,
             "image_json": manifest,
             "manifest_path": MANIFEST_PATH,
+            "measured_path": MEASURED_PATH,
             "entrypoint": matrix.entrypoint,
+            "build_tools": matrix.build_tools,
             "pip_ca_secret": SECRET_ID,
         }
         for table in stage.uses:
             context[table] = spec.components[table]
         # What matrix.lock fixes for this stage (None: the matrix has no lock).
         context["lock"] = lockfile.stage_lock(matrix, spec, name, platform)
+        context["tools_lock"] = lockfile.tools_lock(matrix, spec, platform) if name == "runtime" else None
         if "cuda" in stage.uses:
             context["cuda_facts"] = compat.cuda_facts(str(spec.components["cuda"]["cuda"])) or {}
         for key, value in context.items():

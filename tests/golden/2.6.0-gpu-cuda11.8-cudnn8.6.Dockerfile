@@ -155,9 +155,17 @@ FROM base AS cuda
 # unversioned names (libcudnn.so) beside the versioned ones (libcudnn.so.8), since
 # frameworks dlopen the unversioned names. No devel toolkit, no driver libraries: the
 # host's driver (libcuda, libnvidia-ml) is mounted by the NVIDIA container runtime.
+# pipefail (the base stage sets it too): a failing step inside a pipe fails the build.
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# NVIDIA's wheels are installed as Python distributions into /opt/venv, the
+# environment the runtime stage extends: a framework that requires them (Paddle 3.x,
+# PyTorch) finds them installed, and pip installs no CUDA library a second time. The
+# libraries stay where the wheels put them (site-packages/nvidia/*/lib, where the
+# frameworks' own RPATHs look); /usr/local/cuda-11.8/lib64 holds links to them.
 RUN --mount=type=secret,id=pip-ca,required=false \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
- && python3 -m venv /tmp/fetch \
+ && umask 0002 \
+ && { [ -x /opt/venv/bin/python ] || python3 -m venv /opt/venv; } \
  && printf '%s\n' \
       'nvidia-cublas-cu11==11.11.3.6 --hash=sha256:39fb40e8f486dd8a2ddb8fdeefe1d5b28f5b99df01c87ab3676f057a74a5a6f3 --hash=sha256:60252822adea5d0b10cd990a7dc7bedf7435f30ae40083c7a624a85a43225abc' \
       'nvidia-cuda-cupti-cu11==11.8.87 --hash=sha256:0e50c707df56c75a2c0703dc6b886f3c97a22f37d6f63839f75b7418ba672a8d --hash=sha256:4191a17913a706b5098681280cd089cd7d8d3df209a6f5cb79384974a96d24f2' \
@@ -171,12 +179,18 @@ RUN --mount=type=secret,id=pip-ca,required=false \
       'nvidia-nvjpeg-cu11==11.9.0.86 --hash=sha256:124e204cb7520b9ec7456d879ef96f80a7821c3c64b0e6c89d70d84825036b3c --hash=sha256:df47fa7ad48694f8ee6eca5c184f1cf916866da1e57516bc0d382f9b2212ca18' \
       'nvidia-nvtx-cu11==11.8.86 --hash=sha256:890656d8bd9b4e280231c832e1f0d03459200ba4824ddda3dcb59b1e1989b9f5 --hash=sha256:979f5b2aef5da164c5c53c64c85c3dfa61b8b4704f4f963bb568bf98fa8472e8' \
       > /tmp/wheels.txt \
- && /tmp/fetch/bin/pip download --no-cache-dir --no-deps --only-binary=:all: --require-hashes \
-      --dest /tmp/wheels -r /tmp/wheels.txt \
- && mkdir -p /usr/local/cuda-11.8/lib64 /tmp/unpacked \
- && for w in /tmp/wheels/*.whl; do /tmp/fetch/bin/python -m zipfile -e "$w" /tmp/unpacked; done \
- && find /tmp/unpacked/nvidia -path '*/lib/*.so*' -type f -exec mv -t /usr/local/cuda-11.8/lib64 {} + \
- && rm -rf /tmp/fetch /tmp/wheels /tmp/unpacked \
+ && /opt/venv/bin/pip install --no-cache-dir --no-deps --only-binary=:all: --require-hashes \
+      -r /tmp/wheels.txt \
+ && rm -f /tmp/wheels.txt \
+ && /opt/venv/bin/pip check \
+ && mkdir -p /usr/local/cuda-11.8/lib64 \
+ && site=/opt/venv/lib/python3.11/site-packages \
+ && cut -d, -f1 "$site"/nvidia_*.dist-info/RECORD | grep -E '(^|/)lib/lib[^/]*[.]so[.0-9]*$' \
+    | while read -r rel; do \
+      f="$site/$rel"; l="/usr/local/cuda-11.8/lib64/${rel##*/}"; \
+      if [ ! -L "$l" ]; then ln -s "$f" "$l"; \
+      elif [ "$(readlink "$l")" != "$f" ]; then echo "two wheels ship ${rel##*/}: $f and $(readlink "$l")" >&2; exit 1; fi; \
+    done \
  && for f in /usr/local/cuda-11.8/lib64/lib*.so.*; do \
       link="${f%%.so.*}.so"; [ -e "$link" ] || ln -s "${f##*/}" "$link"; \
     done \
@@ -198,19 +212,67 @@ LABEL io.stagecraft.cuda="11.8" \
 
 FROM cuda AS accel
 # accel: accelerator libraries over CUDA 11.8: NCCL 2.15.5.
-# Framework-independent, from NVIDIA's wheels on PyPI, laid out beside the CUDA libraries.
+# Framework-independent, from NVIDIA's wheels on PyPI, installed as Python distributions
+# into /opt/venv beside the CUDA wheels (nothing of those moves) and linked into
+# /usr/local/cuda-11.8/lib64.
+# pipefail (the base stage sets it too): a failing step inside a pipe fails the build.
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# System libraries these load:
+#   ibverbs-providers: the verbs drivers (libmlx5.so.1 among them)
+#   libibverbs1: InfiniBand/RoCE verbs for NCCL and cuFile RDMA
+#   librdmacm1: RDMA connection manager cuFile RDMA links
+RUN apt-get update \
+ && printf '%s\n' \
+      'ibverbs-providers 44.0-2 3c9907fd96a4ae7effb5faa178bd3648344a521f6bcca2c23c9f2dd214cf1192' \
+      'libibverbs1 44.0-2 35054815259fee46173240254246d03b673a5cd5c528aaac96fd15ac428a8d59' \
+      'libnl-3-200 3.7.0-0.2+b1 d1fc3e9eb8e79b4c96b0a64c3d8c9e068ae2f665cab71bd19f417ffd0453a890' \
+      'libnl-route-3-200 3.7.0-0.2+b1 0fdcc425ae2982788c085c76a7cb0eda3e3db99d41bd1ce56082ee18e9f1e21f' \
+      'librdmacm1 44.0-2 16b18625834371d023b81477823074ea0d34c478d58dbef3f01107984f47d034' \
+      > /tmp/stagecraft-apt.lock \
+ && while read -r p v _; do [ -n "$(apt-cache show "$p=$v" 2> /dev/null)" ] \
+      || { echo "stagecraft: $p $v is locked but the mirror no longer serves it; run \`build.py lock --upgrade\`" >&2; exit 1; }; \
+    done < /tmp/stagecraft-apt.lock \
+ && apt-get install -y --no-install-recommends --download-only \
+      'ibverbs-providers=44.0-2' \
+      'libibverbs1=44.0-2' \
+      'libnl-3-200=3.7.0-0.2+b1' \
+      'libnl-route-3-200=3.7.0-0.2+b1' \
+      'librdmacm1=44.0-2' \
+ && for d in /var/cache/apt/archives/*.deb; do \
+      [ -e "$d" ] || continue; \
+      read -r p v <<< "$(dpkg-deb --showformat="\${Package} \${Version}" -W "$d")"; \
+      got="$(sha256sum "$d" | cut -d' ' -f1)"; \
+      want="$(awk -v p="$p" -v v="$v" "\$1 == p && \$2 == v { print \$3 }" /tmp/stagecraft-apt.lock)"; \
+      [ "$got" = "$want" ] || { echo "stagecraft: hash mismatch for $p $v: lock sha256:${want:-none}, downloaded sha256:$got" >&2; exit 1; }; \
+    done \
+ && apt-get install -y --no-install-recommends \
+      'ibverbs-providers=44.0-2' \
+      'libibverbs1=44.0-2' \
+      'libnl-3-200=3.7.0-0.2+b1' \
+      'libnl-route-3-200=3.7.0-0.2+b1' \
+      'librdmacm1=44.0-2' \
+ && rm -f /tmp/stagecraft-apt.lock \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
 RUN --mount=type=secret,id=pip-ca,required=false \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
- && python3 -m venv /tmp/fetch \
+ && umask 0002 \
+ && { [ -x /opt/venv/bin/python ] || python3 -m venv /opt/venv; } \
  && printf '%s\n' \
       'nvidia-nccl-cu11==2.15.5 --hash=sha256:61444d28fe90ec02d6198a08c24fba249b4d34e924b597bb260c54f8951a4529' \
       > /tmp/wheels.txt \
- && /tmp/fetch/bin/pip download --no-cache-dir --no-deps --only-binary=:all: --require-hashes \
-      --dest /tmp/wheels -r /tmp/wheels.txt \
- && mkdir -p /tmp/unpacked \
- && for w in /tmp/wheels/*.whl; do /tmp/fetch/bin/python -m zipfile -e "$w" /tmp/unpacked; done \
- && find /tmp/unpacked -path '*/lib/*.so*' -type f -exec mv -t /usr/local/cuda-11.8/lib64 {} + \
- && rm -rf /tmp/fetch /tmp/wheels /tmp/unpacked \
+ && /opt/venv/bin/pip install --no-cache-dir --no-deps --only-binary=:all: --require-hashes \
+      -r /tmp/wheels.txt \
+ && rm -f /tmp/wheels.txt \
+ && /opt/venv/bin/pip check \
+ && mkdir -p /usr/local/cuda-11.8/lib64 \
+ && site=/opt/venv/lib/python3.11/site-packages \
+ && cut -d, -f1 "$site"/nvidia_*.dist-info/RECORD | grep -E '(^|/)lib/lib[^/]*[.]so[.0-9]*$' \
+    | while read -r rel; do \
+      f="$site/$rel"; l="/usr/local/cuda-11.8/lib64/${rel##*/}"; \
+      if [ ! -L "$l" ]; then ln -s "$f" "$l"; \
+      elif [ "$(readlink "$l")" != "$f" ]; then echo "two wheels ship ${rel##*/}: $f and $(readlink "$l")" >&2; exit 1; fi; \
+    done \
  && for f in /usr/local/cuda-11.8/lib64/lib*.so.*; do \
       link="${f%%.so.*}.so"; [ -e "$link" ] || ln -s "${f##*/}" "$link"; \
     done \
@@ -374,18 +436,31 @@ ENV VIRTUAL_ENV=/opt/venv \
 # Dockerfile without `USER root`): it is root's, group 0, group-writable, directories
 # setgid (fix-permissions, as jupyter/docker-stacks do), while the system stays root's.
 COPY entrypoint/fix-permissions /usr/local/bin/fix-permissions
+# The framework extends the environment the stages below made, if any: NVIDIA's wheels
+# that the cuda and accel stages installed there are requirements pip finds satisfied
+# (the lock leaves them out of this stage's set; without a lock their versions are
+# constraints, `pip freeze`), so pip installs no CUDA library a second time and moves
+# none; matrix.yaml says so first (compatibility rule framework-wheels). A library the
+# framework's own packages bundle under the soname of one the stage provides is replaced
+# by a link to the stage's (a process loads one library per soname anyway). The SASS and
+# PTX of the framework's own binaries are read with NVIDIA's cuobjdump (build_tools;
+# fetched, hash-checked where locked, and removed here).
 # The framework's pins protect it: /opt/stagecraft/constraints.txt holds every pin the
 # matrix (or its lock) resolved for it (the framework, its dependencies, the entrypoint's
-# needs), and the venv's own pip.conf makes every pip of this environment honour them, so
-# installing an app that would move one fails with pip's conflict message instead of
-# breaking the framework. On purpose: PIP_CONSTRAINT=/dev/null (or a file of your own)
-# replaces them.
+# needs, the stages' NVIDIA wheels), and the venv's own pip.conf makes every pip of this
+# environment honour them, so installing an app that would move one fails with pip's
+# conflict message instead of breaking the framework. On purpose: PIP_CONSTRAINT=/dev/null
+# (or a file of your own) replaces them.
+# With a lock: exactly matrix.lock's distributions, each checked against its SHA-256;
+# nothing resolved here.
 # A CA bundle for TLS-intercepting proxies arrives as a BuildKit secret: it is read
 # during this step only and never lands in a layer, the history or a label.
-# Exactly matrix.lock's distributions, each checked against its SHA-256; nothing resolved here.
+COPY probes/sonames.py probes/fatbin.py /tmp/stagecraft-build/
 RUN --mount=type=secret,id=pip-ca,required=false \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
- && python3 -m venv /opt/venv \
+ && { [ -x /opt/venv/bin/python ] || python3 -m venv /opt/venv; } \
+ && mkdir -p /opt/stagecraft \
+ && /opt/venv/bin/pip freeze > /tmp/stage-pins.txt \
  && printf '%s\n' \
       'anyio==4.16.0 --hash=sha256:c66ae634e0b8228396b801741beb3294326d4b6102f7bba4041c0dfb58c29026' \
       'astor==0.8.1 --hash=sha256:070a54e890cefb5b3739d19f30f5a5ec840ffc9c50ffa7d23cc9fc1a38ebbfc5' \
@@ -407,7 +482,6 @@ RUN --mount=type=secret,id=pip-ca,required=false \
       -r /tmp/requirements.txt \
  && /opt/venv/bin/pip check \
  && rm -f /tmp/requirements.txt \
- && mkdir -p /opt/stagecraft \
  && printf '%s\n' \
       'anyio==4.16.0' \
       'astor==0.8.1' \
@@ -425,22 +499,41 @@ RUN --mount=type=secret,id=pip-ca,required=false \
       'protobuf==3.20.2' \
       'typing-extensions==4.16.0' \
       > /opt/stagecraft/constraints.txt \
+ && cat /tmp/stage-pins.txt >> /opt/stagecraft/constraints.txt \
+ && rm -f /tmp/stage-pins.txt \
  && printf '%s\n' '[global]' 'constraint = /opt/stagecraft/constraints.txt' > /opt/venv/pip.conf \
+ && if [ -d /usr/local/cuda/lib64 ]; then \
+      /opt/venv/bin/python -I /tmp/stagecraft-build/sonames.py link /usr/local/cuda/lib64 /opt/venv \
+        > /opt/stagecraft/linked-libraries.json; fi \
+ && printf '%s\n' \
+      'nvidia-cuda-cuobjdump==13.4.92 --hash=sha256:fb72ca80d0cdd8f5e8e232ce17d3c5aa2a37c3153bb8ef4e010010ed4fdef6c5' \
+      > /tmp/stagecraft-build/tools.txt \
+ && /opt/venv/bin/pip install --no-cache-dir --no-deps --only-binary=:all: --require-hashes \
+      --target /tmp/stagecraft-build/tools -r /tmp/stagecraft-build/tools.txt \
+ && /opt/venv/bin/python -I /tmp/stagecraft-build/fatbin.py measure \
+      --cuobjdump "$(find /tmp/stagecraft-build/tools -name cuobjdump -type f)" \
+      --root /opt/venv/lib/python3.11/site-packages --out /opt/stagecraft/measured-kernels.json \
+      'paddle/libs/libphi.so' \
+      'paddle/base/libpaddle.so' \
+ && rm -rf /tmp/stagecraft-build \
  && check_home="$(mktemp -d)" \
  && HOME="$check_home" TMPDIR="$check_home" /opt/venv/bin/python -c 'import paddle' \
  && rm -rf "$check_home" /tmp/.cache \
  && fix-permissions /opt/venv
 # (The import check above runs with a scratch HOME and TMPDIR: whatever the framework
 # caches at import must not land root-owned in the user's home or /tmp.)
-# The hardware-probing entrypoint and what it knows about this image. Byte-compiled
-# here: it runs as any uid and cannot write __pycache__, so it would otherwise compile
-# its modules from source at every start (15-30 ms of a 40-60 ms budget).
+# The hardware-probing entrypoint and what it knows about this image (/etc/stagecraft/image.json:
+# the matrix's facts, with the SASS and PTX measured above from the framework's own
+# binaries where it names them). Byte-compiled here: it runs as any uid and cannot write
+# __pycache__, so it would otherwise compile its modules from source at every start
+# (15-30 ms of a 40-60 ms budget).
 COPY entrypoint/ /opt/stagecraft/entrypoint/
 COPY probes/ /opt/stagecraft/probes/
 # stagecraft_device (`paddle.set_device(device())`, `python -m stagecraft_device`) is
 # linked into the venv's site-packages; stagecraft-health is the HEALTHCHECK below.
 RUN mkdir -p /etc/stagecraft \
  && printf '%s\n' '{"components":{"cuda":"11.8","cudnn":"8.6.0","min_driver":"520.61.05","min_driver_compat":"450.80.02","nccl":"2.15.5","os":"debian 12","python":"3.11"},"device":"nvidia","device_strings":{"amd":"gpu:{index}","cpu":"cpu","mlu":"mlu:{index}","npu":"npu:{index}","nvidia":"gpu:{index}","xpu":"xpu:{index}"},"framework":{"name":"paddle-2.6.0-gpu","package":"paddlepaddle-gpu","version":"2.6.0"},"kernel_sets":[{"description":"native kernels for the compute capabilities the wheel ships","device":"nvidia","env":{},"name":"cuda","requires":{"cuda":"11.8","min_driver":"520.61.05","min_driver_compat":"450.80.02","ptx":[],"sass":["6.1","7.0","7.5","8.0","8.6"]}},{"description":"no usable GPU; MKL and oneDNN dispatch on their own (VNNI, BF16, AMX included)","device":"cpu","name":"cpu-avx512","requires":{"cpu_flags":["avx512f","avx512bw","avx512vl"]}},{"description":"no usable GPU; AVX2 and FMA kernels","device":"cpu","isa_cap":"avx2","name":"cpu-avx2","requires":{"cpu_flags":["avx2","fma"]}},{"description":"no usable GPU; the wheel\u0027s floor (-mavx)","device":"cpu","isa_cap":"avx","name":"cpu-avx","requires":{"cpu_flags":["avx"]}}],"schema":1}' > /etc/stagecraft/image.json \
+ && /opt/venv/bin/python -I /opt/stagecraft/probes/fatbin.py apply /opt/stagecraft/measured-kernels.json /etc/stagecraft/image.json \
  && ln -s /opt/stagecraft/entrypoint/stagecraft-report /usr/local/bin/stagecraft-report \
  && purelib="$(/opt/venv/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
  && ln -s /opt/stagecraft/entrypoint/stagecraft_device.py "$purelib/stagecraft_device.py" \

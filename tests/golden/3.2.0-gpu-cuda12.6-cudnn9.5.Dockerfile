@@ -155,9 +155,17 @@ FROM base AS cuda
 # unversioned names (libcudnn.so) beside the versioned ones (libcudnn.so.8), since
 # frameworks dlopen the unversioned names. No devel toolkit, no driver libraries: the
 # host's driver (libcuda, libnvidia-ml) is mounted by the NVIDIA container runtime.
+# pipefail (the base stage sets it too): a failing step inside a pipe fails the build.
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# NVIDIA's wheels are installed as Python distributions into /opt/venv, the
+# environment the runtime stage extends: a framework that requires them (Paddle 3.x,
+# PyTorch) finds them installed, and pip installs no CUDA library a second time. The
+# libraries stay where the wheels put them (site-packages/nvidia/*/lib, where the
+# frameworks' own RPATHs look); /usr/local/cuda-12.6/lib64 holds links to them.
 RUN --mount=type=secret,id=pip-ca,required=false \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
- && python3 -m venv /tmp/fetch \
+ && umask 0002 \
+ && { [ -x /opt/venv/bin/python ] || python3 -m venv /opt/venv; } \
  && printf '%s\n' \
       'nvidia-cublas-cu12==12.6.4.1 --hash=sha256:08ed2686e9875d01b58e3cb379c6896df8e76c75e0d4a7f7dace3d7b6d9ef8eb' \
       'nvidia-cuda-cupti-cu12==12.6.80 --hash=sha256:6768bad6cab4f19e8292125e5f1ac8aa7d1718704012a0e3272a6f61c4bce132 --hash=sha256:a3eff6cdfcc6a4c35db968a06fcadb061cbc7d6dde548609a941ff8701b98b73' \
@@ -165,18 +173,27 @@ RUN --mount=type=secret,id=pip-ca,required=false \
       'nvidia-cuda-runtime-cu12==12.6.77 --hash=sha256:a84d15d5e1da416dd4774cb42edf5e954a3e60cc945698dc1d5be02321c44dc8 --hash=sha256:ba3b56a4f896141e25e19ab287cd71e52a6a0f4b29d0d31609f60e3b4d5219b7' \
       'nvidia-cudnn-cu12==9.5.1.17 --hash=sha256:30ac3869f6db17d170e0e556dd6cc5eee02647abc31ca856634d5a40f82c15b2' \
       'nvidia-cufft-cu12==11.3.0.4 --hash=sha256:768160ac89f6f7b459bee747e8d175dbf53619cfe74b2a5636264163138013ca --hash=sha256:ccba62eb9cef5559abd5e0d54ceed2d9934030f51163df018532142a8ec533e5' \
+      'nvidia-cufile-cu12==1.11.1.6 --hash=sha256:cc23469d1c7e52ce6c1d55253273d32c565dd22068647f3aa59b3c6b005bf159' \
       'nvidia-curand-cu12==10.3.7.77 --hash=sha256:99f1a32f1ac2bd134897fc7a203f779303261268a65762a623bf30cc9fe79117 --hash=sha256:a42cd1344297f70b9e39a1e4f467a4e1c10f1da54ff7a85c12197f6c652c8bdf' \
       'nvidia-cusolver-cu12==11.7.1.2 --hash=sha256:6cf28f17f64107a0c4d7802be5ff5537b2130bfc112f25d5a30df227058ca0e6 --hash=sha256:e9e49843a7707e42022babb9bcfa33c29857a93b88020c4e4434656a655b698c' \
       'nvidia-cusparse-cu12==12.5.4.2 --hash=sha256:23749a6571191a215cb74d1cdbff4a86e7b19f1200c071b3fcf844a5bea23a2f --hash=sha256:7556d9eca156e18184b94947ade0fba5bb47d69cec46bf8660fd2c71a4b48b73' \
+      'nvidia-cusparselt-cu12==0.6.3 --hash=sha256:e5c8a26c36445dd2e6812f1177978a24e2d37cacce7e090f297a688d1ec44f46' \
       'nvidia-nvjitlink-cu12==12.6.85 --hash=sha256:eedc36df9e88b682efe4309aa16b5b4e78c2407eac59e8c10a6a47535164369a' \
+      'nvidia-nvjpeg-cu12==12.3.3.54 --hash=sha256:2816e85dab4d37cdd721af10dda23d4e74d0480ce6ce7de6837ab730dfc5bf31 --hash=sha256:843ed7a023287c0c3b498baa225a2a6f51a331948d417f996bc29cea0bc05f9d' \
       'nvidia-nvtx-cu12==12.6.77 --hash=sha256:6574241a3ec5fdc9334353ab8c479fe75841dbe8f4532a8fc97ce63503330ba1 --hash=sha256:b90bed3df379fa79afbd21be8e04a0314336b8ae16768b58f2d34cb1d04cd7d2' \
       > /tmp/wheels.txt \
- && /tmp/fetch/bin/pip download --no-cache-dir --no-deps --only-binary=:all: --require-hashes \
-      --dest /tmp/wheels -r /tmp/wheels.txt \
- && mkdir -p /usr/local/cuda-12.6/lib64 /tmp/unpacked \
- && for w in /tmp/wheels/*.whl; do /tmp/fetch/bin/python -m zipfile -e "$w" /tmp/unpacked; done \
- && find /tmp/unpacked/nvidia -path '*/lib/*.so*' -type f -exec mv -t /usr/local/cuda-12.6/lib64 {} + \
- && rm -rf /tmp/fetch /tmp/wheels /tmp/unpacked \
+ && /opt/venv/bin/pip install --no-cache-dir --no-deps --only-binary=:all: --require-hashes \
+      -r /tmp/wheels.txt \
+ && rm -f /tmp/wheels.txt \
+ && /opt/venv/bin/pip check \
+ && mkdir -p /usr/local/cuda-12.6/lib64 \
+ && site=/opt/venv/lib/python3.11/site-packages \
+ && cut -d, -f1 "$site"/nvidia_*.dist-info/RECORD | grep -E '(^|/)lib/lib[^/]*[.]so[.0-9]*$' \
+    | while read -r rel; do \
+      f="$site/$rel"; l="/usr/local/cuda-12.6/lib64/${rel##*/}"; \
+      if [ ! -L "$l" ]; then ln -s "$f" "$l"; \
+      elif [ "$(readlink "$l")" != "$f" ]; then echo "two wheels ship ${rel##*/}: $f and $(readlink "$l")" >&2; exit 1; fi; \
+    done \
  && for f in /usr/local/cuda-12.6/lib64/lib*.so.*; do \
       link="${f%%.so.*}.so"; [ -e "$link" ] || ln -s "${f##*/}" "$link"; \
     done \
@@ -197,25 +214,73 @@ LABEL io.stagecraft.cuda="12.6" \
       io.stagecraft.cuda.min-driver-compat="525.60.13"
 
 FROM cuda AS accel
-# accel: accelerator libraries over CUDA 12.6: NCCL 2.21.5.
-# Framework-independent, from NVIDIA's wheels on PyPI, laid out beside the CUDA libraries.
+# accel: accelerator libraries over CUDA 12.6: NCCL 2.25.1.
+# Framework-independent, from NVIDIA's wheels on PyPI, installed as Python distributions
+# into /opt/venv beside the CUDA wheels (nothing of those moves) and linked into
+# /usr/local/cuda-12.6/lib64.
+# pipefail (the base stage sets it too): a failing step inside a pipe fails the build.
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# System libraries these load:
+#   ibverbs-providers: the verbs drivers (libmlx5.so.1 among them)
+#   libibverbs1: InfiniBand/RoCE verbs for NCCL and cuFile RDMA
+#   librdmacm1: RDMA connection manager cuFile RDMA links
+RUN apt-get update \
+ && printf '%s\n' \
+      'ibverbs-providers 44.0-2 3c9907fd96a4ae7effb5faa178bd3648344a521f6bcca2c23c9f2dd214cf1192' \
+      'libibverbs1 44.0-2 35054815259fee46173240254246d03b673a5cd5c528aaac96fd15ac428a8d59' \
+      'libnl-3-200 3.7.0-0.2+b1 d1fc3e9eb8e79b4c96b0a64c3d8c9e068ae2f665cab71bd19f417ffd0453a890' \
+      'libnl-route-3-200 3.7.0-0.2+b1 0fdcc425ae2982788c085c76a7cb0eda3e3db99d41bd1ce56082ee18e9f1e21f' \
+      'librdmacm1 44.0-2 16b18625834371d023b81477823074ea0d34c478d58dbef3f01107984f47d034' \
+      > /tmp/stagecraft-apt.lock \
+ && while read -r p v _; do [ -n "$(apt-cache show "$p=$v" 2> /dev/null)" ] \
+      || { echo "stagecraft: $p $v is locked but the mirror no longer serves it; run \`build.py lock --upgrade\`" >&2; exit 1; }; \
+    done < /tmp/stagecraft-apt.lock \
+ && apt-get install -y --no-install-recommends --download-only \
+      'ibverbs-providers=44.0-2' \
+      'libibverbs1=44.0-2' \
+      'libnl-3-200=3.7.0-0.2+b1' \
+      'libnl-route-3-200=3.7.0-0.2+b1' \
+      'librdmacm1=44.0-2' \
+ && for d in /var/cache/apt/archives/*.deb; do \
+      [ -e "$d" ] || continue; \
+      read -r p v <<< "$(dpkg-deb --showformat="\${Package} \${Version}" -W "$d")"; \
+      got="$(sha256sum "$d" | cut -d' ' -f1)"; \
+      want="$(awk -v p="$p" -v v="$v" "\$1 == p && \$2 == v { print \$3 }" /tmp/stagecraft-apt.lock)"; \
+      [ "$got" = "$want" ] || { echo "stagecraft: hash mismatch for $p $v: lock sha256:${want:-none}, downloaded sha256:$got" >&2; exit 1; }; \
+    done \
+ && apt-get install -y --no-install-recommends \
+      'ibverbs-providers=44.0-2' \
+      'libibverbs1=44.0-2' \
+      'libnl-3-200=3.7.0-0.2+b1' \
+      'libnl-route-3-200=3.7.0-0.2+b1' \
+      'librdmacm1=44.0-2' \
+ && rm -f /tmp/stagecraft-apt.lock \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
 RUN --mount=type=secret,id=pip-ca,required=false \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
- && python3 -m venv /tmp/fetch \
+ && umask 0002 \
+ && { [ -x /opt/venv/bin/python ] || python3 -m venv /opt/venv; } \
  && printf '%s\n' \
-      'nvidia-nccl-cu12==2.21.5 --hash=sha256:8579076d30a8c24988834445f8d633c697d42397e92ffc3f63fa26766d25e0a0' \
+      'nvidia-nccl-cu12==2.25.1 --hash=sha256:362aed5963fb9ea2ed2f264409baae30143498fd0e5c503aeaa1badd88cdc54a' \
       > /tmp/wheels.txt \
- && /tmp/fetch/bin/pip download --no-cache-dir --no-deps --only-binary=:all: --require-hashes \
-      --dest /tmp/wheels -r /tmp/wheels.txt \
- && mkdir -p /tmp/unpacked \
- && for w in /tmp/wheels/*.whl; do /tmp/fetch/bin/python -m zipfile -e "$w" /tmp/unpacked; done \
- && find /tmp/unpacked -path '*/lib/*.so*' -type f -exec mv -t /usr/local/cuda-12.6/lib64 {} + \
- && rm -rf /tmp/fetch /tmp/wheels /tmp/unpacked \
+ && /opt/venv/bin/pip install --no-cache-dir --no-deps --only-binary=:all: --require-hashes \
+      -r /tmp/wheels.txt \
+ && rm -f /tmp/wheels.txt \
+ && /opt/venv/bin/pip check \
+ && mkdir -p /usr/local/cuda-12.6/lib64 \
+ && site=/opt/venv/lib/python3.11/site-packages \
+ && cut -d, -f1 "$site"/nvidia_*.dist-info/RECORD | grep -E '(^|/)lib/lib[^/]*[.]so[.0-9]*$' \
+    | while read -r rel; do \
+      f="$site/$rel"; l="/usr/local/cuda-12.6/lib64/${rel##*/}"; \
+      if [ ! -L "$l" ]; then ln -s "$f" "$l"; \
+      elif [ "$(readlink "$l")" != "$f" ]; then echo "two wheels ship ${rel##*/}: $f and $(readlink "$l")" >&2; exit 1; fi; \
+    done \
  && for f in /usr/local/cuda-12.6/lib64/lib*.so.*; do \
       link="${f%%.so.*}.so"; [ -e "$link" ] || ln -s "${f##*/}" "$link"; \
     done \
  && ldconfig
-LABEL io.stagecraft.nccl="2.21.5"
+LABEL io.stagecraft.nccl="2.25.1"
 
 FROM accel AS runtime
 # runtime: paddlepaddle-gpu 3.2.0 (nvidia) in a
@@ -374,32 +439,45 @@ ENV VIRTUAL_ENV=/opt/venv \
 # Dockerfile without `USER root`): it is root's, group 0, group-writable, directories
 # setgid (fix-permissions, as jupyter/docker-stacks do), while the system stays root's.
 COPY entrypoint/fix-permissions /usr/local/bin/fix-permissions
+# The framework extends the environment the stages below made, if any: NVIDIA's wheels
+# that the cuda and accel stages installed there are requirements pip finds satisfied
+# (the lock leaves them out of this stage's set; without a lock their versions are
+# constraints, `pip freeze`), so pip installs no CUDA library a second time and moves
+# none; matrix.yaml says so first (compatibility rule framework-wheels). A library the
+# framework's own packages bundle under the soname of one the stage provides is replaced
+# by a link to the stage's (a process loads one library per soname anyway). The SASS and
+# PTX of the framework's own binaries are read with NVIDIA's cuobjdump (build_tools;
+# fetched, hash-checked where locked, and removed here).
 # The framework's pins protect it: /opt/stagecraft/constraints.txt holds every pin the
 # matrix (or its lock) resolved for it (the framework, its dependencies, the entrypoint's
-# needs), and the venv's own pip.conf makes every pip of this environment honour them, so
-# installing an app that would move one fails with pip's conflict message instead of
-# breaking the framework. On purpose: PIP_CONSTRAINT=/dev/null (or a file of your own)
-# replaces them.
+# needs, the stages' NVIDIA wheels), and the venv's own pip.conf makes every pip of this
+# environment honour them, so installing an app that would move one fails with pip's
+# conflict message instead of breaking the framework. On purpose: PIP_CONSTRAINT=/dev/null
+# (or a file of your own) replaces them.
+# With a lock: exactly matrix.lock's distributions, each checked against its SHA-256;
+# nothing resolved here.
 # A CA bundle for TLS-intercepting proxies arrives as a BuildKit secret: it is read
 # during this step only and never lands in a layer, the history or a label.
 RUN echo 'stagecraft: not locked: paddlepaddle-gpu==3.2.0 not found on https://www.paddlepaddle.org.cn/packages/stable/cu126/ when this lock was made; run build.py lock where that index is reachable' >&2 \
  && exit 1 \
- && printf '%s\n' '[global]' 'constraint = /opt/stagecraft/constraints.txt' > /opt/venv/pip.conf \
  && check_home="$(mktemp -d)" \
  && HOME="$check_home" TMPDIR="$check_home" /opt/venv/bin/python -c 'import paddle' \
  && rm -rf "$check_home" /tmp/.cache \
  && fix-permissions /opt/venv
 # (The import check above runs with a scratch HOME and TMPDIR: whatever the framework
 # caches at import must not land root-owned in the user's home or /tmp.)
-# The hardware-probing entrypoint and what it knows about this image. Byte-compiled
-# here: it runs as any uid and cannot write __pycache__, so it would otherwise compile
-# its modules from source at every start (15-30 ms of a 40-60 ms budget).
+# The hardware-probing entrypoint and what it knows about this image (/etc/stagecraft/image.json:
+# the matrix's facts, with the SASS and PTX measured above from the framework's own
+# binaries where it names them). Byte-compiled here: it runs as any uid and cannot write
+# __pycache__, so it would otherwise compile its modules from source at every start
+# (15-30 ms of a 40-60 ms budget).
 COPY entrypoint/ /opt/stagecraft/entrypoint/
 COPY probes/ /opt/stagecraft/probes/
 # stagecraft_device (`paddle.set_device(device())`, `python -m stagecraft_device`) is
 # linked into the venv's site-packages; stagecraft-health is the HEALTHCHECK below.
 RUN mkdir -p /etc/stagecraft \
- && printf '%s\n' '{"components":{"cuda":"12.6","cudnn":"9.5.1","min_driver":"560.28.03","min_driver_compat":"525.60.13","nccl":"2.21.5","os":"debian 12","python":"3.11"},"device":"nvidia","device_strings":{"amd":"gpu:{index}","cpu":"cpu","mlu":"mlu:{index}","npu":"npu:{index}","nvidia":"gpu:{index}","xpu":"xpu:{index}"},"framework":{"name":"paddle-3.2.0-gpu-cu126","package":"paddlepaddle-gpu","version":"3.2.0"},"kernel_sets":[{"description":"native kernels for the compute capabilities the wheel ships","device":"nvidia","env":{},"name":"cuda","requires":{"cuda":"12.6","min_driver":"560.28.03","min_driver_compat":"525.60.13","ptx":"unknown","sass":"unknown","supported":["9.0"]}},{"description":"no usable GPU; MKL and oneDNN dispatch on their own (VNNI, BF16, AMX included)","device":"cpu","name":"cpu-avx512","requires":{"cpu_flags":["avx512f","avx512bw","avx512vl"]}},{"description":"no usable GPU; AVX2 and FMA kernels","device":"cpu","isa_cap":"avx2","name":"cpu-avx2","requires":{"cpu_flags":["avx2","fma"]}},{"description":"no usable GPU; the wheel\u0027s floor (-mavx)","device":"cpu","isa_cap":"avx","name":"cpu-avx","requires":{"cpu_flags":["avx"]}}],"schema":1}' > /etc/stagecraft/image.json \
+ && printf '%s\n' '{"components":{"cuda":"12.6","cudnn":"9.5.1","min_driver":"560.28.03","min_driver_compat":"525.60.13","nccl":"2.25.1","os":"debian 12","python":"3.11"},"device":"nvidia","device_strings":{"amd":"gpu:{index}","cpu":"cpu","mlu":"mlu:{index}","npu":"npu:{index}","nvidia":"gpu:{index}","xpu":"xpu:{index}"},"framework":{"name":"paddle-3.2.0-gpu-cu126","package":"paddlepaddle-gpu","version":"3.2.0"},"kernel_sets":[{"description":"native kernels for the compute capabilities the wheel ships","device":"nvidia","env":{},"name":"cuda","requires":{"cuda":"12.6","min_driver":"560.28.03","min_driver_compat":"525.60.13","ptx":"unknown","sass":"unknown","supported":["9.0"]}},{"description":"no usable GPU; MKL and oneDNN dispatch on their own (VNNI, BF16, AMX included)","device":"cpu","name":"cpu-avx512","requires":{"cpu_flags":["avx512f","avx512bw","avx512vl"]}},{"description":"no usable GPU; AVX2 and FMA kernels","device":"cpu","isa_cap":"avx2","name":"cpu-avx2","requires":{"cpu_flags":["avx2","fma"]}},{"description":"no usable GPU; the wheel\u0027s floor (-mavx)","device":"cpu","isa_cap":"avx","name":"cpu-avx","requires":{"cpu_flags":["avx"]}}],"schema":1}' > /etc/stagecraft/image.json \
+ && /opt/venv/bin/python -I /opt/stagecraft/probes/fatbin.py apply /opt/stagecraft/measured-kernels.json /etc/stagecraft/image.json \
  && ln -s /opt/stagecraft/entrypoint/stagecraft-report /usr/local/bin/stagecraft-report \
  && purelib="$(/opt/venv/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
  && ln -s /opt/stagecraft/entrypoint/stagecraft_device.py "$purelib/stagecraft_device.py" \
@@ -426,7 +504,7 @@ CMD ["python3"]
 HEALTHCHECK --interval=30s --timeout=4s --start-period=10s --retries=3 \
   CMD ["/opt/stagecraft/entrypoint/stagecraft-health", "--budget", "2"]
 LABEL io.stagecraft.matrix.group="paddle-3-gpu" \
-      io.stagecraft.matrix.selection="base=debian12,cuda=cuda12.6-cudnn9.5,accel=nccl2.21-cu12,framework=paddle-3.2.0-gpu-cu126" \
+      io.stagecraft.matrix.selection="base=debian12,cuda=cuda12.6-cudnn9.5,accel=nccl2.25-cu12,framework=paddle-3.2.0-gpu-cu126" \
       org.opencontainers.image.created="1970-01-01T00:00:00Z" \
       org.opencontainers.image.description="paddlepaddle-gpu 3.2.0 (nvidia) on debian 12, Python 3.11" \
       org.opencontainers.image.ref.name="3.2.0-gpu-cuda12.6-cudnn9.5" \

@@ -305,18 +305,31 @@ ENV VIRTUAL_ENV=/opt/venv \
 # Dockerfile without `USER root`): it is root's, group 0, group-writable, directories
 # setgid (fix-permissions, as jupyter/docker-stacks do), while the system stays root's.
 COPY entrypoint/fix-permissions /usr/local/bin/fix-permissions
+# The framework extends the environment the stages below made, if any: NVIDIA's wheels
+# that the cuda and accel stages installed there are requirements pip finds satisfied
+# (the lock leaves them out of this stage's set; without a lock their versions are
+# constraints, `pip freeze`), so pip installs no CUDA library a second time and moves
+# none; matrix.yaml says so first (compatibility rule framework-wheels). A library the
+# framework's own packages bundle under the soname of one the stage provides is replaced
+# by a link to the stage's (a process loads one library per soname anyway). The SASS and
+# PTX of the framework's own binaries are read with NVIDIA's cuobjdump (build_tools;
+# fetched, hash-checked where locked, and removed here).
 # The framework's pins protect it: /opt/stagecraft/constraints.txt holds every pin the
 # matrix (or its lock) resolved for it (the framework, its dependencies, the entrypoint's
-# needs), and the venv's own pip.conf makes every pip of this environment honour them, so
-# installing an app that would move one fails with pip's conflict message instead of
-# breaking the framework. On purpose: PIP_CONSTRAINT=/dev/null (or a file of your own)
-# replaces them.
+# needs, the stages' NVIDIA wheels), and the venv's own pip.conf makes every pip of this
+# environment honour them, so installing an app that would move one fails with pip's
+# conflict message instead of breaking the framework. On purpose: PIP_CONSTRAINT=/dev/null
+# (or a file of your own) replaces them.
+# With a lock: exactly matrix.lock's distributions, each checked against its SHA-256;
+# nothing resolved here.
 # A CA bundle for TLS-intercepting proxies arrives as a BuildKit secret: it is read
 # during this step only and never lands in a layer, the history or a label.
-# Exactly matrix.lock's distributions, each checked against its SHA-256; nothing resolved here.
+COPY probes/sonames.py probes/fatbin.py /tmp/stagecraft-build/
 RUN --mount=type=secret,id=pip-ca,required=false \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
- && python3 -m venv /opt/venv \
+ && { [ -x /opt/venv/bin/python ] || python3 -m venv /opt/venv; } \
+ && mkdir -p /opt/stagecraft \
+ && /opt/venv/bin/pip freeze > /tmp/stage-pins.txt \
  && printf '%s\n' \
       'anyio==4.16.0 --hash=sha256:c66ae634e0b8228396b801741beb3294326d4b6102f7bba4041c0dfb58c29026' \
       'certifi==2026.10.19.post1 --hash=sha256:1324c476b4811eff41a8bc2122cd0bbd4d9c7234c725446d99ab1612b3a7fdd2' \
@@ -338,7 +351,6 @@ RUN --mount=type=secret,id=pip-ca,required=false \
       -r /tmp/requirements.txt \
  && /opt/venv/bin/pip check \
  && rm -f /tmp/requirements.txt \
- && mkdir -p /opt/stagecraft \
  && printf '%s\n' \
       'anyio==4.16.0' \
       'certifi==2026.10.19.post1' \
@@ -356,16 +368,24 @@ RUN --mount=type=secret,id=pip-ca,required=false \
       'safetensors==0.8.0' \
       'typing-extensions==4.16.0' \
       > /opt/stagecraft/constraints.txt \
+ && cat /tmp/stage-pins.txt >> /opt/stagecraft/constraints.txt \
+ && rm -f /tmp/stage-pins.txt \
  && printf '%s\n' '[global]' 'constraint = /opt/stagecraft/constraints.txt' > /opt/venv/pip.conf \
+ && if [ -d /usr/local/cuda/lib64 ]; then \
+      /opt/venv/bin/python -I /tmp/stagecraft-build/sonames.py link /usr/local/cuda/lib64 /opt/venv \
+        > /opt/stagecraft/linked-libraries.json; fi \
+ && rm -rf /tmp/stagecraft-build \
  && check_home="$(mktemp -d)" \
  && HOME="$check_home" TMPDIR="$check_home" /opt/venv/bin/python -c 'import paddle' \
  && rm -rf "$check_home" /tmp/.cache \
  && fix-permissions /opt/venv
 # (The import check above runs with a scratch HOME and TMPDIR: whatever the framework
 # caches at import must not land root-owned in the user's home or /tmp.)
-# The hardware-probing entrypoint and what it knows about this image. Byte-compiled
-# here: it runs as any uid and cannot write __pycache__, so it would otherwise compile
-# its modules from source at every start (15-30 ms of a 40-60 ms budget).
+# The hardware-probing entrypoint and what it knows about this image (/etc/stagecraft/image.json:
+# the matrix's facts, with the SASS and PTX measured above from the framework's own
+# binaries where it names them). Byte-compiled here: it runs as any uid and cannot write
+# __pycache__, so it would otherwise compile its modules from source at every start
+# (15-30 ms of a 40-60 ms budget).
 COPY entrypoint/ /opt/stagecraft/entrypoint/
 COPY probes/ /opt/stagecraft/probes/
 # stagecraft_device (`paddle.set_device(device())`, `python -m stagecraft_device`) is

@@ -18,3 +18,17 @@ def test_labels(labels, spec):
     accel = spec["components"]["accel"]
     if accel.get("nccl"):
         assert labels.get("io.stagecraft.nccl") == accel["nccl"], spec["tag"]
+
+
+def test_declared_system_libraries_are_installed(host, spec):
+    for pkg in spec["components"]["accel"].get("apt", {}):
+        assert host.package(pkg).is_installed, f"{spec['tag']}: {pkg} missing"
+
+
+def test_nccl_finds_the_verbs_library(py, spec):
+    """NCCL's InfiniBand/RoCE transport dlopens libibverbs.so.1; without it NCCL falls
+    back to TCP sockets between nodes (the accel component installs rdma-core's user
+    space)."""
+    if "libibverbs1" not in spec["components"]["accel"].get("apt", {}):
+        return
+    py("import ctypes; ctypes.CDLL('libibverbs.so.1')")

@@ -467,3 +467,30 @@ def test_an_engine_lost_mid_build_is_named(own_project, tmp_path):
     failed = [ln for ln in seen.splitlines() if "runtime@" in ln and "FAILED" in ln]
     assert failed and "the Docker engine stopped answering during the build" in failed[0], seen[-2000:]
     assert "Traceback" not in seen, seen[-2000:]
+
+
+def test_a_wheel_version_pypi_lacks_is_one_line_and_builds_nothing(project, client):
+    """A CUDA stage pinning an NVIDIA wheel version PyPI does not have: exit 2 before any
+    build, one line at the pin's matrix.yaml line naming the versions PyPI has (asked on
+    the real PyPI, through the CA bundle, as the build's pip would)."""
+    text = (MINIMAL
+            .replace("entrypoint:\n", "build_tools: {cuobjdump: nvidia-cuda-cuobjdump==13.4.92}\nentrypoint:\n")
+            .replace("  runtime:\n    template:", "  cuda:\n    template: cuda.Dockerfile.j2\n    uses: [cuda]\n"
+                     "  runtime:\n    template:")
+            .replace("  framework:\n", "  cuda:\n    cu126:\n      cuda: \"12.6\"\n      prefix: /usr/local/cuda-12.6\n"
+                     "      source: pypi\n      pypi: {nvidia-cuda-runtime-cu12: \"12.6.999\"}\n  framework:\n")
+            .replace("      device: cpu\n      build: {python: [\"3.11\"]}",
+                     "      device: nvidia\n      build: {python: [\"3.11\"], fatbins: [six.so], sass: [\"8.0\"], ptx: []}")
+            .replace("chain: [base, runtime]", "chain: [base, cuda, runtime]")
+            .replace("      framework: [six-1, six-2]", "      cuda: [cu126]\n      framework: [six-1]"))
+    path = project(text)
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if "12.6.999" in ln)
+    before = {i.id for i in client.images.list(all=True)}
+    proc = _cli(path, "--tag", "1.16.0-cpu")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"error: matrix.yaml:{line}: nvidia-cuda-runtime-cu12==12.6.999: "
+                               "https://pypi.org/simple has no wheel of that version (latest: "), lines
+    assert "12.6.77" in lines[0] or "12." in lines[0], lines
+    assert {i.id for i in client.images.list(all=True)} == before, "a doomed pin started a build"

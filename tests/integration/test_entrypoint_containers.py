@@ -28,6 +28,7 @@ from tests.fixtures.compose import NVML
 from tests.nvml_standin import standin
 
 GPU_TAG = "2.6.0-gpu-cuda11.8-cudnn8.6"
+CUDA12_TAG = "torch-2.10.0-gpu-cuda12.8"
 CPU_TAG = "2.6.2-cpu"
 NVML_IN_IMAGE = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
 CPUINFO = Path(__file__).resolve().parents[1] / "fixtures" / "cpuinfo"
@@ -66,6 +67,11 @@ def _ref(built: dict[str, dict], tag: str) -> str:
 @pytest.fixture(scope="module")
 def gpu(built: dict[str, dict]) -> tuple[str, str]:
     return GPU_TAG, _ref(built, GPU_TAG)
+
+
+@pytest.fixture(scope="module")
+def cuda12(built: dict[str, dict]) -> tuple[str, str]:
+    return CUDA12_TAG, _ref(built, CUDA12_TAG)
 
 
 @pytest.fixture(scope="module")
@@ -255,6 +261,43 @@ def test_revoked_gpu_access_turns_the_container_unhealthy(client, gpu, nvml_lib,
         assert c.attrs["State"]["Running"], f"{tag}: the container stopped instead of turning unhealthy"
     finally:
         c.remove(force=True)
+
+
+# --- new GPUs on both CUDA generations -------------------------------------------------
+
+NEW_GPUS = [("h200x8-r575.conf", "8x NVIDIA H200", "9.0", "GPU 0-7: 8x NVIDIA H200"),
+            ("b200x8.conf", "8x NVIDIA B200", "10.0", "GPU 0-7: 8x NVIDIA B200"),
+            ("rtx5090.conf", "1x NVIDIA GeForce RTX 5090", "12.0", "GPU 0: NVIDIA GeForce RTX 5090")]
+
+
+@pytest.mark.parametrize("conf,devices,cc,group", NEW_GPUS, ids=[g[0].split(".")[0] for g in NEW_GPUS])
+def test_new_gpu_chooses_cuda_on_the_cuda12_image(client, cuda12, nvml_lib, conf, devices, cc, group) -> None:
+    """The CUDA 12.8 build carries SASS for 9.0, 10.0 and 12.0 (measured at build time)."""
+    r = run(client, cuda12, SHOW_ENV, **with_nvml(nvml_lib, conf))
+    assert r.code == 0, f"{r.tag}: exit {r.code}\n{r.stderr}"
+    assert r.fields()["chosen"] == "cuda" and r.fields()["cvd"] == "unset", f"{r.tag} {conf}: {r.stdout}{r.stderr}"
+    driver = (NVML / conf).read_text().split("driver=")[1].split()[0]
+    assert r.lines() == [f"stagecraft: cuda ({devices}, cc {cc}, driver {driver})"], f"{r.tag}: {r.stderr}"
+
+
+@pytest.mark.parametrize("conf,devices,cc,group", NEW_GPUS, ids=[g[0].split(".")[0] for g in NEW_GPUS])
+def test_new_gpu_falls_back_on_the_cuda11_image(client, gpu, nvml_lib, conf, devices, cc, group) -> None:
+    """Paddle 2.6's CUDA 11.8 build has SASS up to 8.6 and no PTX: CPU, saying why."""
+    r = run(client, gpu, SHOW_ENV, **with_nvml(nvml_lib, conf))
+    assert r.code == 0, f"{r.tag}: exit {r.code}\n{r.stderr}"
+    assert len(r.lines()) == 1, f"{r.tag}: {r.stderr}"
+    assert f"fallback: no kernels for cc {cc} ({group}) in this set (SASS 6.1, 7.0, 7.5, 8.0, 8.6; PTX none)" \
+        in r.lines()[0], f"{r.tag} {conf}: {r.lines()[0]}"
+    f = r.fields()
+    assert f["chosen"].startswith("cpu-") and f["cvd"] == "", f"{r.tag}: {r.stdout}"
+
+
+def test_cuda12_image_below_its_driver_floor_falls_back(client, cuda12, nvml_lib) -> None:
+    """Driver 440 is below CUDA 12's minor-version-compatibility floor (525.60.13)."""
+    r = run(client, cuda12, "exit 3", **with_nvml(nvml_lib, "old-driver-440.conf"))
+    assert r.code == 3, f"{r.tag}: exit {r.code}\n{r.stderr}"
+    assert "fallback: driver 440.33.01 < 570.26 needed by CUDA 12.8 (minor-version compatibility needs " \
+        ">= 525.60.13" in r.stderr, f"{r.tag}: {r.stderr}"
 
 
 # --- read-only root, any uid -----------------------------------------------------------

@@ -170,6 +170,15 @@ MATRIX_CASES = [
      "image group 'six': unknown platform 'linux/mips'; one of: linux/amd64, linux/arm64", "linux/mips"),
     ("platform-not-os-arch", "    tag: \"{{", "    platforms: [arm64-linux]\n    tag: \"{{",
      "'arm64-linux' is not of the expected form", "arm64-linux"),
+    # An NVIDIA build must name the binaries its SASS/PTX is measured from, and declare
+    # the lists the measurement is checked against.
+    ("nvidia-without-fatbins", '      import: six\n      device: cpu\n      build: {python: ["3.11"]}',
+     '      import: six\n      device: nvidia\n      build: {python: ["3.11"]}',
+     "framework 'six-1' (device nvidia) does not declare build.sass, build.ptx, build.dlopen, build.fatbins",
+     'build: {python: ["3.11"]}'),
+    ("fatbins-without-cuobjdump", 'build: {python: ["3.11"]}',
+     'build: {python: ["3.11"], fatbins: [six/libsix.so], sass: ["8.0"], ptx: []}',
+     "names build.fatbins to measure, but build_tools.cuobjdump is not set", "fatbins:"),
 ]
 
 CLI_CASES = [
@@ -195,6 +204,8 @@ CLI_CASES = [
      "--platform linux/mips: unknown platform; one of: linux/amd64, linux/arm64"),
     ("platform-the-image-lacks", ["--tag", "1.16.0-cpu", "--platform", "linux/s390x"],
      "--platform linux/s390x: 1.16.0-cpu is built for"),
+    ("unknown-stage", ["--tag", "1.16.0-cpu", "--stage", "cuda"],
+     "--stage cuda: 1.16.0-cpu has no stage 'cuda' (its chain: base > runtime)"),
 ]
 
 

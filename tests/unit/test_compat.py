@@ -22,8 +22,19 @@ CASES = [
      "framework-cuda: paddle-2.6.0-gpu is built for CUDA 11.8; component cuda12.6-cudnn9.5 provides CUDA 12.6"),
     ("cu12-wheel-in-cuda11-set", 'nvidia-cufft-cu11: "10.9.0.58"', 'nvidia-cufft-cu12: "11.3.0.4"',
      "wheel-cuda-major: cuda11.8-cudnn8.6 installs nvidia-cufft-cu12, a CUDA 12 wheel, under CUDA 11.8"),
-    ("nccl-for-wrong-cuda", "accel: [nccl2.15-cu11]", "accel: [nccl2.21-cu12]",
-     "wheel-cuda-major: nccl2.21-cu12 installs nvidia-nccl-cu12"),
+    ("nccl-for-wrong-cuda", "accel: [nccl2.15-cu11]", "accel: [nccl2.25-cu12]",
+     "wheel-cuda-major: nccl2.25-cu12 installs nvidia-nccl-cu12"),
+    # A framework whose own NVIDIA pins differ from its stages': pip would install a
+    # second NCCL beside the stage's. Both versions named.
+    ("framework-pins-other-nccl", "accel: [nccl2.27-cu12]", "accel: [nccl2.25-cu12]",
+     "framework-wheels: torch-2.10.0-cu128 pins nvidia-nccl-cu12==2.27.5; nccl2.25-cu12 installs "
+     "nvidia-nccl-cu12==2.25.1"),
+    ("framework-needs-a-wheel-no-stage-has", "accel: [nccl2.27-cu12]", "accel: [nccl2.25-cu12]",
+     "framework-wheels: torch-2.10.0-cu128 requires nvidia-nvshmem-cu12==3.4.5, which neither"),
+    ("framework-pins-other-cudnn", 'nvidia-cudnn-cu12: "9.5.1.17"\n        nvidia-cuda-nvrtc-cu12',
+     'nvidia-cudnn-cu12: "9.5.0.50"\n        nvidia-cuda-nvrtc-cu12',
+     "framework-wheels: paddle-3.2.0-gpu-cu126 pins nvidia-cudnn-cu12==9.5.1.17; cuda12.6-cudnn9.5 "
+     "installs nvidia-cudnn-cu12==9.5.0.50"),
     ("unknown-cuda", 'cuda: "11.8"\n      cudnn', 'cuda: "11.3"\n      cudnn',
      "cuda-known: CUDA 11.3 is not in the compatibility table"),
     ("gpu-build-without-cuda", "framework: [paddle-2.6.2-cpu]", "framework: [paddle-2.6.2-cpu, paddle-2.6.0-gpu]",
@@ -72,6 +83,8 @@ def test_the_real_matrix_is_consistent():
 @pytest.mark.parametrize("cuda,full,compat_floor", [("11.8", "520.61.05", "450.80.02"),
                                                     ("12.0", "525.60.13", "525.60.13"),
                                                     ("12.4", "550.54.14", "525.60.13"),
+                                                    ("12.6", "560.28.03", "525.60.13"),
+                                                    ("12.8", "570.26", "525.60.13"),
                                                     ("13.0", "580.65.06", "580")])
 def test_driver_facts(cuda, full, compat_floor):
     facts = compat.cuda_facts(cuda)

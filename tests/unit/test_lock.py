@@ -51,7 +51,9 @@ def test_wanted_covers_every_base_stage_and_requirement_set(matrix):
     rt = py["runtime paddle-2.6.2-cpu on debian12 linux/amd64"]
     assert rt["requirements"] == ["paddlepaddle==2.6.2", *matrix.entrypoint["requirements"]]
     assert "numpy==1.26.4" in rt["constraints"] and rt["python"] == "3.11"
-    assert py["cuda cuda11.8-cudnn8.6 on debian12 linux/amd64"]["no_deps"] is True
+    assert py["cuda cuda11.8-cudnn8.6 on debian12 linux/amd64"]["no_deps"] is False  # installed with deps
+    assert "nvidia-nccl-cu11==2.15.5" in py["runtime paddle-2.6.0-gpu on debian12 linux/amd64"]["constraints"]
+    assert py["build-tool cuobjdump on debian12 linux/amd64"]["requirements"] == [matrix.build_tools["cuobjdump"]]
     assert "nvidia-nccl-cu11==2.15.5" in py["accel nccl2.15-cu11 on debian12 linux/amd64"]["requirements"]
     jup = py["jupyter lab4+paddle-2.6.2-cpu on debian12 linux/amd64"]
     assert jup["after"] == "runtime paddle-2.6.2-cpu on debian12 linux/amd64"

@@ -24,6 +24,7 @@ from tests.nvml_standin import standin
 CPU_TAG = "2.6.2-cpu"
 CU118_TAG = "2.6.0-gpu-cuda11.8-cudnn8.6"
 CU126_TAG = "3.2.0-gpu-cuda12.6-cudnn9.5"
+CU128_TAG = "torch-2.10.0-gpu-cuda12.8"
 
 
 @pytest.fixture(scope="module")
@@ -93,10 +94,14 @@ def test_a100_host_best_tag_is_the_first_gpu_image(tmp_path: Path, lib: Path) ->
 
 
 def test_h200_host_skips_images_without_cc90_kernels(tmp_path: Path, lib: Path) -> None:
-    """Paddle 2.6.0's cu118 wheel ships SASS up to 8.6 and no PTX: the CUDA 12.6 image wins."""
+    """Paddle 2.6.0's cu118 wheel ships SASS up to 8.6 and no PTX: it falls back. The CUDA
+    12 images choose their GPU set; the torch CUDA 12.8 image, whose SASS for 9.0 is known
+    (measured at build time), wins over Paddle 3.2's, whose kernels are only said to run
+    on 9.0."""
     cp = probe(tmp_path, "--json", pieces=("host-16cpu", "nvidia-nodes"), nvml="h200x8.conf", lib=lib)
     data = as_json(cp)
-    assert data["best"]["tag"] == CU126_TAG, data["best"]
+    assert data["best"]["tag"] == CU128_TAG, data["best"]
+    assert row(data, CU128_TAG)["kernel_set"] == "cuda"
     old = row(data, CU118_TAG)
     assert old["fallback"] and "no kernels for cc 9.0 (GPU 0-7: 8x NVIDIA H200)" in old["message"], old
     assert row(data, CU126_TAG)["kernel_set"] == "cuda"

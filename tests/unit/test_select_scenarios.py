@@ -21,6 +21,9 @@ from probes import (
     probe_all,
 )
 from probes.select import EXIT_REFUSED, EXIT_USAGE, Overrides, choose
+from stagecraft.expand import expand
+from stagecraft.matrix import load_matrix
+from stagecraft.render import image_manifest
 from tests.fixtures.compose import IMAGES, compose
 from tests.nvml_standin import standin
 from tests.nvml_standin.standin import gpu
@@ -35,6 +38,20 @@ NPU_SETS = [{"name": "npu-910b", "device": "npu", "requires": {"arch": ["910B*"]
 AMD_SETS = [{"name": "rocm-gfx90a", "device": "amd", "requires": {"arch": ["gfx90a", "gfx942"]}}, *BASE]
 MLU_SETS = [{"name": "mlu370", "device": "mlu", "requires": {"arch": ["MLU370*"]}}, *BASE]
 
+# The kernel sets of real images of matrix.yaml, as their image.json carries them (the
+# SASS/PTX lists there are the ones the image suites check against the measurement).
+_MATRIX = load_matrix(REPO / "matrix.yaml")
+_SPECS = {s.tag: s for s in expand(_MATRIX)}
+
+
+def _image_sets(tag: str) -> list[dict[str, Any]]:
+    return image_manifest(_MATRIX, _SPECS[tag])["kernel_sets"]
+
+
+CU118 = _image_sets("2.6.0-gpu-cuda11.8-cudnn8.6")      # Paddle 2.6: SASS 6.1-8.6, no PTX
+CU126 = _image_sets("3.2.0-gpu-cuda12.6-cudnn9.5")      # Paddle 3.2 cu126: SASS/PTX unknown, 9.0 supported
+CU128 = _image_sets("torch-2.10.0-gpu-cuda12.8")        # torch 2.10: SASS 7.0-9.0, 10.0, 12.0
+
 U_H200 = "GPU-1c2d3e4f-5a6b-7c8d-9e0f-1a2b3c4d5e6f"
 U_A100 = "GPU-6b7c1a2e-3f4d-5e6f-7a8b-9c0d1e2f3a4b"
 U_K40 = "GPU-9f8e7d6c-5b4a-3928-1716-05f4e3d2c1b0"
@@ -47,6 +64,9 @@ B200 = gpu("NVIDIA B200", "GPU-b2000000-1111-2222-3333-444455556666", "10.0", 19
 K40 = gpu("Tesla K40m", U_K40, "3.5", 11996954624, -1)
 T4 = gpu("Tesla T4", "GPU-0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d", "7.5", 16106127360, -1)
 RTX4090 = gpu("NVIDIA GeForce RTX 4090", "GPU-40900000-aaaa-bbbb-cccc-ddddeeeeffff", "8.9", 25757220864, -1)
+RTX5090 = gpu("NVIDIA GeForce RTX 5090", "GPU-50900000-aaaa-bbbb-cccc-ddddeeeeffff", "12.0", 34190917632, -1)
+# Blackwell needs the R570 driver branch or newer; 575.57.08 reports CUDA 12.9.
+R575 = {"driver": "575.57.08", "cuda": 12090}
 
 
 @dataclass
@@ -169,6 +189,36 @@ SCENARIOS = [
        ov=Overrides(strict=True)),
     Sc("strict-gpu-ok", "linux-rhel7-haswell", NODES, GPU_SETS, "cuda11.8-sm", nvml={"gpus": [H200]},
        ov=Overrides(strict=True)),
+    # New GPUs on both CUDA generations: Hopper H200 (9.0), Blackwell B200 (10.0) and
+    # RTX 5090 (12.0). The CUDA 12.8 build has SASS for all three; Paddle 2.6's CUDA 11.8
+    # build stops at 8.6, with no PTX to JIT.
+    Sc("h200-cuda12.8-image", "linux-unknown-sapphirerapids", NODES, CU128, "cuda",
+       nvml={"gpus": [H200, H200_2], **R575}),
+    Sc("b200-cuda12.8-image", "linux-unknown-sapphirerapids", NODES, CU128, "cuda", nvml={"gpus": [B200], **R575}),
+    Sc("rtx5090-cuda12.8-image", "linux-rocky8.5-zen4", NODES, CU128, "cuda", nvml={"gpus": [RTX5090], **R575}),
+    Sc("h200-cuda11.8-image", "linux-unknown-sapphirerapids", NODES, CU118, "cpu-avx512",
+       "no kernels for cc 9.0 (GPU 0-1: 2x NVIDIA H200) in this set (SASS 6.1, 7.0, 7.5, 8.0, 8.6; PTX none)",
+       nvml={"gpus": [H200, H200_2], **R575}),
+    Sc("b200-cuda11.8-image", "linux-unknown-sapphirerapids", NODES, CU118, "cpu-avx512",
+       "no kernels for cc 10.0 (GPU 0: NVIDIA B200) in this set (SASS 6.1, 7.0, 7.5, 8.0, 8.6; PTX none)",
+       nvml={"gpus": [B200], **R575}),
+    Sc("rtx5090-cuda11.8-image", "linux-rocky8.5-zen4", NODES, CU118, "cpu-avx512",
+       "no kernels for cc 12.0 (GPU 0: NVIDIA GeForce RTX 5090)", nvml={"gpus": [RTX5090], **R575}),
+    Sc("h200-cuda12.6-image", "linux-unknown-sapphirerapids", NODES, CU126, "cuda", nvml={"gpus": [H200], **R575}),
+    # Paddle 3.2 cu126's SASS/PTX are not known here (matrix.yaml: unknown; Paddle says
+    # 9.0 runs on its CUDA 12 packages): the GPU set is chosen with a warning naming it.
+    Sc("b200-cuda12.6-image", "linux-unknown-sapphirerapids", NODES, CU126, "cuda",
+       nvml={"gpus": [B200], **R575}, warn="unknown whether this build has kernels for cc 10.0 (GPU 0: NVIDIA B200)"),
+    Sc("rtx5090-cuda12.6-image", "linux-rocky8.5-zen4", NODES, CU126, "cuda",
+       nvml={"gpus": [RTX5090], **R575}, warn="unknown whether this build has kernels for cc 12.0"),
+    # CUDA 12.8's driver floors (NVIDIA's table: 570.26 for the toolkit, 525.60.13 for
+    # minor-version compatibility, which covers a build without PTX).
+    Sc("cuda12.8-driver-560-minor-version-compat", "linux-unknown-sapphirerapids", NODES, CU128, "cuda",
+       nvml={"gpus": [H200], "driver": "560.35.03", "cuda": 12060},
+       warn="driver 560.35.03 < 570.26: CUDA 12.8 runs under minor-version compatibility"),
+    Sc("cuda12.8-driver-520-below-floor", "linux-unknown-sapphirerapids", NODES, CU128, "cpu",
+       "driver 520.61.05 < 570.26 needed by CUDA 12.8 (minor-version compatibility needs >= 525.60.13",
+       nvml={"gpus": [H200], "driver": "520.61.05", "cuda": 11080}),
     Sc("strict-forced-xpu-absent", "linux-rhel7-haswell", ["host-16cpu"], XPU_SETS, EXIT_REFUSED,
        "strict: wanted device xpu", ov=Overrides(device="xpu", strict=True)),
     # Every vendor's visibility variable, read as its runtime reads it (probes/visible.py).
