@@ -183,6 +183,7 @@ RUN --mount=type=secret,id=pip-ca,required=false \
       -r /tmp/wheels.txt \
  && rm -f /tmp/wheels.txt \
  && /opt/venv/bin/pip check \
+ && umask 0022 \
  && mkdir -p /usr/local/cuda-11.8/lib64 \
  && site=/opt/venv/lib/python3.11/site-packages \
  && cut -d, -f1 "$site"/nvidia_*.dist-info/RECORD | grep -E '(^|/)lib/lib[^/]*[.]so[.0-9]*$' \
@@ -265,6 +266,7 @@ RUN --mount=type=secret,id=pip-ca,required=false \
       -r /tmp/wheels.txt \
  && rm -f /tmp/wheels.txt \
  && /opt/venv/bin/pip check \
+ && umask 0022 \
  && mkdir -p /usr/local/cuda-11.8/lib64 \
  && site=/opt/venv/lib/python3.11/site-packages \
  && cut -d, -f1 "$site"/nvidia_*.dist-info/RECORD | grep -E '(^|/)lib/lib[^/]*[.]so[.0-9]*$' \

@@ -186,6 +186,7 @@ RUN --mount=type=secret,id=pip-ca,required=false \
       -r /tmp/wheels.txt \
  && rm -f /tmp/wheels.txt \
  && /opt/venv/bin/pip check \
+ && umask 0022 \
  && mkdir -p /usr/local/cuda-12.6/lib64 \
  && site=/opt/venv/lib/python3.11/site-packages \
  && cut -d, -f1 "$site"/nvidia_*.dist-info/RECORD | grep -E '(^|/)lib/lib[^/]*[.]so[.0-9]*$' \
@@ -268,6 +269,7 @@ RUN --mount=type=secret,id=pip-ca,required=false \
       -r /tmp/wheels.txt \
  && rm -f /tmp/wheels.txt \
  && /opt/venv/bin/pip check \
+ && umask 0022 \
  && mkdir -p /usr/local/cuda-12.6/lib64 \
  && site=/opt/venv/lib/python3.11/site-packages \
  && cut -d, -f1 "$site"/nvidia_*.dist-info/RECORD | grep -E '(^|/)lib/lib[^/]*[.]so[.0-9]*$' \
