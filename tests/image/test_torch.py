@@ -70,3 +70,12 @@ def test_cuda_and_cudnn_versions_are_the_stage(py, spec, host):
     assert got["cudnn"] == want, f"{spec['tag']}: torch.backends.cudnn.version() {got['cudnn']}, stage cuDNN {cuda['cudnn']} ({want})"
     if not host.file("/dev/nvidia0").exists:
         assert got["available"] is False and got["n"] == 0, f"{spec['tag']}: {got} without /dev/nvidia0"
+
+
+def test_the_device_string_is_torchs(py, spec):
+    """What the entrypoint exports for programs (stagecraft_device.device(), from the
+    framework's device_strings) is a device torch accepts: on this GPU-less host the CPU."""
+    out = py("import torch, stagecraft_device; d = torch.device(stagecraft_device.device());"
+             " print(d.type, torch.ones(2, device=d).sum().item())")
+    kind, total = out.split()[-2:]
+    assert kind in ("cpu", "cuda") and float(total) == 2.0, f"{spec['tag']}: {out}"
