@@ -6,7 +6,7 @@ entry). The stages below Paddle (base, cuda, accel) come from PyPI: they are bui
 through the CLI (`build.py --tag TAG --stage accel`), and pip, asked in the environment
 the runtime stage extends, says it would install nothing for those requirements
 (`pip install --dry-run --report`). The same question with another framework's pins
-(torch 2.10's, CUDA 12.8) lists every wheel: the check can fail. Each library Paddle 3.x
+(two of torch 2.10's, CUDA 12.8) lists them: the check can fail. Each library Paddle 3.x
 dlopens loads there too.
 """
 
@@ -59,7 +59,10 @@ def test_pip_would_install_nothing_for_paddle3_nvidia_requirements(client, stage
 
 
 def test_the_check_fails_for_pins_the_stage_lacks(client, stage):
-    pins = resolve(SPECS, OTHER).framework["cuda_wheels"]
+    """Two of torch 2.10's CUDA 12.8 pins (small wheels: pip downloads what it would
+    install, even in a dry run): pip would install both beside the stage's 12.6 ones."""
+    every = resolve(SPECS, OTHER).framework["cuda_wheels"]
+    pins = {k: every[k] for k in ("nvidia-cuda-runtime-cu12", "nvidia-nvtx-cu12")}
     report = _pip_dry_run(client, stage, pins)
     install = {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in report["install"]}
     assert install == {k.lower(): v for k, v in pins.items()}, install
