@@ -460,14 +460,9 @@ def _entry(lock: Lock, kind: str, key: str, inputs: dict[str, Any], where: str) 
     entry = getattr(lock, kind).get(key)
     if entry is None:
         raise InputError.one(where, f"{key}: not locked", hint)
-    have = entry["inputs"]
-    if kind == "debian":
-        # One image's Debian inputs are a part of its base's entry: the entry's stages are
-        # those of every image on the base (each stage's apt specs must be the locked ones).
-        have = {**have, "stages": {k: v for k, v in have.get("stages", {}).items() if k in inputs["stages"]}}
-    if have != inputs:
+    if entry["inputs"] != inputs:
         raise InputError.one(where, f"{key}: locked from other inputs "
-                             f"({_input_diff(have, inputs)})", hint)
+                             f"({_input_diff(entry['inputs'], inputs)})", hint)
     return entry
 
 
