@@ -37,7 +37,11 @@ STEP_RE = re.compile(r"^#\d+ \[([^\]]+)\] (.*)$")
 @dataclass(frozen=True)
 class Builder:
     """A working BuildKit path: ``client`` (docker CLI path), ``argv`` before the build
-    options (``["buildx", "build", "--load"]`` or ``["build"]``) and the extra ``env``."""
+    options (``["buildx", "build", "--load", "--provenance=false"]`` or ``["build"]``) and
+    the extra ``env``. buildx attaches a provenance attestation by default where the engine
+    can (the containerd image store), which makes every stage image an image index: stage
+    images are intermediate, so they stay plain images (one manifest per platform) on every
+    engine, and a tag is an index only when it holds several platforms."""
 
     client: str
     argv: tuple[str, ...]
@@ -85,7 +89,7 @@ def detect_builder() -> Builder:
                 continue
             buildx = _run([client, "buildx", "version"])
             if buildx.returncode == 0 and "buildx" in buildx.stdout:
-                return Builder(client, ("buildx", "build", "--load"), (), version)
+                return Builder(client, ("buildx", "build", "--load", "--provenance=false"), (), version)
             major = int(version.split(".")[0]) if version[:1].isdigit() else 0
             if 18 <= major < 23:
                 return Builder(client, ("build",), (("DOCKER_BUILDKIT", "1"),), version)
@@ -226,6 +230,9 @@ class Engine:
         b = self.builder
         argv = [b.client, *b.argv, "--progress=plain", "-f", str(dockerfile),
                 "--iidfile", str(iidfile)]
+        metadata = iidfile.with_name(iidfile.name + ".metadata.json")
+        if b.argv[0] == "buildx":
+            argv += ["--metadata-file", str(metadata)]
         for sid, src in sorted(secrets.items()):
             argv += ["--secret", f"id={sid},src={src}"]
         for k, v in sorted((build_args or {}).items()):
@@ -273,7 +280,18 @@ class Engine:
                 reason = ("the client lost its connection to the Docker engine mid-build (it "
                           f"said: {reason[:160]})")
             raise BuildError(f"build failed (exit {rc}): {reason}; log: {log_path}")
-        return iidfile.read_text().strip()
+        return self._built_id(iidfile.read_text().strip(), metadata)
+
+    def _built_id(self, iid: str, metadata: Path) -> str:
+        """The engine's id of the image a build wrote. The iidfile holds the config digest
+        for a single-platform image; the containerd image store knows images by manifest
+        digest, which buildx's metadata file names (``containerimage.digest``)."""
+        if self.image_id(iid) is not None or not metadata.is_file():
+            return iid
+        import json
+
+        digest = json.loads(metadata.read_text()).get("containerimage.digest", "")
+        return digest if digest and self.image_id(digest) is not None else iid
 
     def answers(self, timeout_s: float = 10) -> bool:
         """Whether the daemon answers a ping within ``timeout_s`` seconds now (a fresh

@@ -585,8 +585,8 @@ def _push_once(daemon: Daemon, remote: str, name: str, progress: Callable[[str],
         if status == "Pushed":
             pushed += 1
             progress(f"layer {ev.get('id', '')} pushed")
-        elif status == "Layer already exists":
-            existed += 1
+        elif status == "Layer already exists" or status.startswith("Mounted from "):
+            existed += 1  # in the registry already (a cross-repository mount included)
         aux = ev.get("aux")
         if isinstance(aux, dict) and aux.get("Digest"):
             digest = str(aux["Digest"])

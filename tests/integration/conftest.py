@@ -45,9 +45,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def engine_pairs(tags: list[str]) -> list:
     """``pytest.param(engine, tag)`` for every selected engine and tag it builds."""
-    by_tag = {s.tag: s for s in SPECS}
     return [pytest.param(e, t, id=f"{e}-{t}") for e in engines.selected() for t in tags
-            if e == "host" or by_tag[t].framework.get("device") == "cpu"]
+            if e == "host" or t in engines.modern_tags()]
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,9 @@
-"""The -jupyter images, served for real and driven by a real client.
+"""The -jupyter images, served for real and driven by a real client, on each engine that
+builds them (tests/integration/engines.py: a CPU one on the modern engine too).
 
 For each tag whose chain has the jupyter stage: start it as `docker run` would (a random
-host port on 127.0.0.1, JUPYTER_TOKEN from the environment), then check over HTTP that the
+port on the engine's address: 127.0.0.1 for the host's engine, the modern engine's
+container address for it; JUPYTER_TOKEN from the environment), then check over HTTP that the
 server answers and enforces its token, that Docker's health check turns healthy, and
 that a notebook importing the framework runs through the server's own kernel (REST to
 create the notebook and the session, the kernel's websocket channel to execute it, the
@@ -20,17 +22,24 @@ import urllib.request
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import docker
 import pytest
 
 from stagecraft.cabundle import find_ca_bundle
+from tests.integration import engines
+from tests.integration.conftest import build_on
 from tests.integration.harness import SPECS, buildable_here
 
 websocket = pytest.importorskip("websocket", reason="pip install -e '.[test]' (websocket-client)")
 
 JUPYTER_TAGS = [s.tag for s in SPECS if "jupyter" in s.chain]
+# (engine, tag): every -jupyter image on the host engine, the modern engine's on it.
+PAIRS = [pytest.param((e, s.tag), id=f"{e}-{s.tag}", marks=getattr(pytest.mark, e))
+         for e in engines.selected() for s in SPECS
+         if "jupyter" in s.chain and (e == "host" or s.tag in engines.modern_tags())]
 _, SKIPPED = buildable_here()
 FRAMEWORK_IMPORT = {s.tag: s.framework["import"] for s in SPECS}
 START_TIMEOUT_S = 120
@@ -72,16 +81,17 @@ def http(url: str, token: str | None = None, method: str = "GET",
 
 
 @pytest.fixture(scope="module")
-def start(client):
-    """``start(tag, image_id, token=..., **run_kwargs) -> Lab``, ready to answer HTTP;
-    every container started is removed at the end of the module."""
+def start():
+    """``start(engine, tag, image_id, token=..., **run_kwargs) -> Lab``, ready to answer
+    HTTP; every container started is removed at the end of the module."""
     started: list[Any] = []
 
-    def run(tag: str, image_id: str, token: str | None = None, **kwargs: Any) -> Lab:
+    def run(engine: engines.TestEngine, tag: str, image_id: str, token: str | None = None,
+            **kwargs: Any) -> Lab:
         env = {**kwargs.pop("environment", {}), **({"JUPYTER_TOKEN": token} if token is not None else {})}
-        container = client.containers.run(
+        container = engine.client().containers.run(
             image_id, detach=True, environment=env, labels={"io.stagecraft.test": f"jupyter {tag}"},
-            ports={"8888/tcp": ("127.0.0.1", None)}, **kwargs)
+            ports={"8888/tcp": (engine.address, None)}, **kwargs)
         started.append(container)
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
@@ -90,7 +100,7 @@ def start(client):
             assert container.status == "running", (
                 f"{tag}: container exited:\n{container.logs().decode(errors='replace')[-3000:]}")
             if binding:
-                url = f"http://127.0.0.1:{binding}/"
+                url = f"http://{engine.address}:{binding}/"
                 try:
                     if http(url + "api", timeout=5)[0] == 200:
                         return Lab(tag, container, url, token or "")
@@ -109,21 +119,25 @@ def start(client):
             pass
 
 
-@pytest.fixture(scope="module", params=JUPYTER_TAGS)
-def image(request, built) -> tuple[str, str]:
-    """(tag, image id) of one -jupyter image."""
-    tag = request.param
+@pytest.fixture(scope="module", params=PAIRS)
+def image(request) -> tuple[engines.TestEngine, str, str]:
+    """(engine, tag, image id) of one -jupyter image."""
+    name, tag = request.param
     if tag in SKIPPED:
         pytest.skip(SKIPPED[tag])
-    return tag, built[tag]["image_id"]
+    try:
+        engine = engines.get(name)
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    return engine, tag, build_on(engine)[tag]["image_id"]
 
 
 @pytest.fixture(scope="module")
 def lab(image, start) -> Lab:
     """The tag's server, started with a token of ours and a 1-CPU quota (so the kernel's
     environment shows the entrypoint's thread-pool sizing)."""
-    tag, image_id = image
-    return start(tag, image_id, token=secrets.token_hex(24), nano_cpus=1_000_000_000)
+    engine, tag, image_id = image
+    return start(engine, tag, image_id, token=secrets.token_hex(24), nano_cpus=1_000_000_000)
 
 
 # ---------------------------------------------------------------------------------------
@@ -274,10 +288,10 @@ def test_notebook_runs_the_framework_in_the_server_kernel(lab):
 
 
 def test_random_token_is_printed_and_enforced(image, start):
-    tag, image_id = image
+    engine, tag, image_id = image
     tokens = []
     for _ in range(2):
-        lab = start(tag, image_id)
+        lab = start(engine, tag, image_id)
         deadline = time.monotonic() + 30
         while not (found := re.findall(r"[?&]token=([0-9a-f]{32,})", lab.logs())):
             assert time.monotonic() < deadline, f"{tag}: no token in the log:\n{lab.logs()}"
@@ -291,8 +305,8 @@ def test_random_token_is_printed_and_enforced(image, start):
 
 
 def test_any_uid_serves_and_runs_a_kernel(image, start):
-    tag, image_id = image
-    lab = start(tag, image_id, token=secrets.token_hex(24), user="12345")
+    engine, tag, image_id = image
+    lab = start(engine, tag, image_id, token=secrets.token_hex(24), user="12345")
     outputs = run_notebook(lab, "any-uid.ipynb", [
         "import os, json\nprint(json.dumps([os.getuid(), os.access('/workspace', os.W_OK)]))"])
     assert json.loads(outputs[0].strip()) == [12345, True], f"{tag}: {outputs[0]!r}"
@@ -305,13 +319,18 @@ def test_pip_install_in_a_notebook(image, start):
     group-writable (the entrypoint's umask reaches the kernel), so any uid can change them.
     The index is PyPI for real; behind a TLS-intercepting proxy the host's CA bundle is
     mounted read-only and named by PIP_CERT, as README says for `docker run`."""
-    tag, image_id = image
+    engine, tag, image_id = image
     ca = find_ca_bundle()
     kwargs: dict[str, Any] = {}
     if ca:
-        kwargs = {"volumes": {str(ca.path): {"bind": "/etc/pip-ca.crt", "mode": "ro"}},
+        source = str(ca.path)
+        if engine.modern:  # a bind mount names a path of the engine's own filesystem
+            name = f"pip-ca-{uuid.uuid4().hex[:8]}.crt"
+            (engine.share / name).write_bytes(Path(ca.path).read_bytes())
+            source = f"/stagecraft/share/{name}"
+        kwargs = {"volumes": {source: {"bind": "/etc/pip-ca.crt", "mode": "ro"}},
                   "environment": {"PIP_CERT": "/etc/pip-ca.crt"}}
-    lab = start(tag, image_id, token=secrets.token_hex(24), **kwargs)
+    lab = start(engine, tag, image_id, token=secrets.token_hex(24), **kwargs)
     outputs = run_notebook(lab, "pip-install.ipynb", [
         "%pip install --no-cache-dir tabulate==0.9.0",
         "import json, os, tabulate\n"

@@ -1,6 +1,8 @@
-"""Publishing against real registries: Debian's `docker-registry` (distribution 2.8),
-started here on 127.0.0.1 (free ports, filesystem storage in a temp dir), once plain and
-once with htpasswd basic auth.
+"""Publishing against real registries, on each engine (tests/integration/engines.py):
+Debian's `docker-registry` (distribution 2.8), started here where the engine reaches it
+(the host's engine: on 127.0.0.1, free ports, storage in a temp dir; the modern engine:
+inside its container, on its address, storage in its shared directory, so the host's
+HTTP checks reach the same registry), once plain and once with htpasswd basic auth.
 
 2.6.2-cpu is built (cached stages), tagged under a repository of this session's own
 (`stagecraft-pubtest/paddle-<id>`, so concurrent runs, this suite's included, moving
@@ -15,7 +17,6 @@ import base64
 import hashlib
 import io
 import json
-import os
 import shutil
 import signal
 import socket
@@ -30,7 +31,8 @@ import pytest
 import requests
 
 from stagecraft.platforms import host_platform
-from tests.integration.harness import ROOT, run_cli
+from tests.integration import engines
+from tests.integration.harness import ROOT
 
 pytestmark = [pytest.mark.docker]
 
@@ -38,6 +40,11 @@ REPO = f"stagecraft-pubtest/paddle-{uuid.uuid4().hex[:8]}"
 TAG, ALIAS = "2.6.2-cpu", "2.6.2"
 USER, PASSWORD = "pusher", "Zq7-not-a-real-s3cret-91x"
 V2 = "application/vnd.docker.distribution.manifest.v2+json"
+# What a manifest HEAD accepts: the classic store pushes a v2 manifest, the containerd
+# store an OCI index (the image and its provenance attestation).
+ACCEPT = ", ".join(["application/vnd.oci.image.index.v1+json",
+                    "application/vnd.docker.distribution.manifest.list.v2+json",
+                    "application/vnd.oci.image.manifest.v1+json", V2])
 
 
 def _free_port() -> int:
@@ -47,27 +54,54 @@ def _free_port() -> int:
 
 
 class Registry:
-    """A `docker-registry serve` process; `stop()` and `start()` keep its storage."""
+    """A `docker-registry serve` process where ``engine`` reaches it (see the module
+    docstring); ``host`` is its address for the engine and for this process alike;
+    `stop()` and `start()` keep its storage."""
 
-    def __init__(self, root: Path, htpasswd: Path | None = None):
+    def __init__(self, root: Path, htpasswd: Path | None = None,
+                 engine: engines.TestEngine | None = None):
         self.root = root
-        self.port = _free_port()
-        self.host = f"127.0.0.1:{self.port}"
+        self.engine = engine if engine is not None and engine.modern else None
+        if self.engine is None:
+            self.port = _free_port()
+            self.host = f"127.0.0.1:{self.port}"
+            listen = self.host
+        else:  # a port of the engine container's own namespace
+            self.port = 20000 + uuid.uuid4().int % 20000
+            self.host = f"{self.engine.address}:{self.port}"
+            listen = f"0.0.0.0:{self.port}"
         self.storage = root / "storage"
-        auth = (f"auth:\n  htpasswd: {{realm: stagecraft-test, path: {htpasswd}}}\n"
+        auth = (f"auth:\n  htpasswd: {{realm: stagecraft-test, path: {self._seen(htpasswd)}}}\n"
                 if htpasswd else "")
         self.config = root / "config.yml"
         self.config.write_text(
             "version: 0.1\nlog: {level: warn}\n"
-            f"storage:\n  filesystem: {{rootdirectory: {self.storage}}}\n"
-            f"http:\n  addr: {self.host}\n  secret: stagecraft-test\n{auth}")
+            f"storage:\n  filesystem: {{rootdirectory: {self._seen(self.storage)}}}\n"
+            f"http:\n  addr: {listen}\n  secret: stagecraft-test\n{auth}")
         self.proc: subprocess.Popen | None = None
+        self.pid = ""
         self.auth = (USER, PASSWORD) if htpasswd else None
 
+    def _seen(self, path: Path) -> str:
+        """``path`` as the registry process sees it."""
+        if self.engine is None:
+            return str(path)
+        return f"/stagecraft/share/{path.relative_to(self.engine.share)}"
+
+    def _container(self):
+        return docker.from_env().containers.get(self.engine.container)
+
     def start(self) -> None:
-        log = open(self.root / "registry.log", "ab")  # noqa: SIM115 - lives with the process
-        self.proc = subprocess.Popen(["docker-registry", "serve", str(self.config)],
-                                     stdout=log, stderr=log)
+        if self.engine is None:
+            log = open(self.root / "registry.log", "ab")  # noqa: SIM115 - lives with the process
+            self.proc = subprocess.Popen(["docker-registry", "serve", str(self.config)],
+                                         stdout=log, stderr=log)
+        else:  # started in the engine's container, its pid kept to stop exactly it
+            rc, out = self._container().exec_run(
+                ["sh", "-c", f"docker-registry serve {self._seen(self.config)} "
+                             f">>{self._seen(self.root / 'registry.log')} 2>&1 & echo $!"])
+            assert rc == 0, out
+            self.pid = out.decode().strip()
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:
@@ -81,6 +115,9 @@ class Registry:
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(10)
+        if self.pid:
+            self._container().exec_run(["kill", self.pid])
+            self.pid = ""
 
     def tags(self, repo: str) -> list[str]:
         r = requests.get(f"http://{self.host}/v2/{repo}/tags/list", auth=self.auth, timeout=10)
@@ -92,7 +129,7 @@ class Registry:
 
     def digest(self, repo: str, ref: str) -> str:
         r = requests.head(f"http://{self.host}/v2/{repo}/manifests/{ref}",
-                          headers={"Accept": V2}, auth=self.auth, timeout=10)
+                          headers={"Accept": ACCEPT}, auth=self.auth, timeout=10)
         assert r.status_code == 200, f"{repo}:{ref}: HTTP {r.status_code}"
         return r.headers["Docker-Content-Digest"]
 
@@ -118,15 +155,20 @@ def _bcrypt(password: str) -> str:
         pytest.fail("no bcrypt here: apt-get install apache2-utils (htpasswd)")
 
 
-def _registry(tmp_path_factory, name: str, auth: bool):
-    if not shutil.which("docker-registry"):
-        pytest.fail("docker-registry not installed: run `make setup` (Debian docker-registry)")
-    root = tmp_path_factory.mktemp(name)
+def _registry(tmp_path_factory, name: str, auth: bool, engine: engines.TestEngine):
+    if engine.modern:  # its storage where the engine's container sees it
+        import tempfile
+
+        root = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=engine.share))
+    else:
+        if not shutil.which("docker-registry"):
+            pytest.fail("docker-registry not installed: run `make setup` (Debian docker-registry)")
+        root = tmp_path_factory.mktemp(name)
     htpasswd = None
     if auth:
         htpasswd = root / "htpasswd"
         htpasswd.write_text(f"{USER}:{_bcrypt(PASSWORD)}\n")
-    reg = Registry(root, htpasswd)
+    reg = Registry(root, htpasswd, engine)
     reg.start()
     return reg
 
@@ -136,20 +178,26 @@ def _untag_registry(client, reg: Registry) -> None:
     _untag(client, lambda t: t.startswith(reg.host + "/"))
 
 
-@pytest.fixture(scope="session")
-def registry(tmp_path_factory, client):
-    reg = _registry(tmp_path_factory, "registry", auth=False)
-    yield reg
+def _drop(reg: Registry) -> None:
     reg.stop()
-    _untag_registry(client, reg)
+    if reg.engine is not None:
+        shutil.rmtree(reg.root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
-def auth_registry(tmp_path_factory, client):
-    reg = _registry(tmp_path_factory, "auth-registry", auth=True)
+def registry(tmp_path_factory, engine, eclient):
+    reg = _registry(tmp_path_factory, "registry", False, engine)
     yield reg
-    reg.stop()
-    _untag_registry(client, reg)
+    _drop(reg)
+    _untag_registry(eclient, reg)
+
+
+@pytest.fixture(scope="session")
+def auth_registry(tmp_path_factory, engine, eclient):
+    reg = _registry(tmp_path_factory, "auth-registry", True, engine)
+    yield reg
+    _drop(reg)
+    _untag_registry(eclient, reg)
 
 
 @pytest.fixture(scope="session")
@@ -157,28 +205,24 @@ def state(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("state")
 
 
-def _cli(*args: str, state: Path, env: dict[str, str] | None = None, timeout: float = 1800):
-    full = [*args, "--repository", REPO, "--state-dir", str(state)]
-    if env is None:
-        return run_cli(*full, timeout=timeout)
-    return subprocess.run([sys.executable, str(ROOT / "build.py"), *full], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **env})
+def _cli(engine: engines.TestEngine, *args: str, state: Path, env: dict[str, str] | None = None,
+         timeout: float = 1800):
+    return engine.cli(*args, "--repository", REPO, "--state-dir", str(state), timeout=timeout, env=env)
 
 
 @pytest.fixture(scope="session")
-def paddle(client, state) -> str:
+def paddle(engine, eclient, state) -> str:
     """2.6.2-cpu built as `stagecraft-pubtest/paddle-<id>:2.6.2-cpu` and tested; its
     image id. At the end of the session its names (tag and alias) are removed."""
     try:
-        proc = _cli("--tag", TAG, "--platform", host_platform(), "--test", "--json", state=state)
+        proc = _cli(engine, "--tag", TAG, "--platform", host_platform(), "--test", "--json", state=state)
         assert proc.returncode == 0, f"build/test of {TAG} failed:\n{proc.stderr[-3000:]}"
-        image_id = client.images.get(f"{REPO}:{TAG}").id
+        image_id = eclient.images.get(f"{REPO}:{TAG}").id
         record = json.loads((state / "test-records" / f"{image_id.replace(':', '-')}.json").read_text())
         assert record["passed"], record
         yield image_id
     finally:
-        _untag(client, lambda t: t.rsplit(":", 1)[0] == REPO)
+        _untag(eclient, lambda t: t.rsplit(":", 1)[0] == REPO)
 
 
 def _untag(client, which) -> None:
@@ -193,7 +237,7 @@ def _untag(client, which) -> None:
 
 
 @pytest.fixture(scope="session")
-def pushed(registry, paddle, state) -> dict:
+def pushed(engine, registry, paddle, state) -> dict:
     """2.6.2-cpu pushed once, with an interruption: Ctrl-C (SIGINT) on the first push
     once the registry holds a finished blob, then the push again. Returns
     {"first": (rc, stderr, blobs at the interrupt), "run": the second run's JSON,
@@ -201,7 +245,7 @@ def pushed(registry, paddle, state) -> dict:
     argv = ["push", "--tag", TAG, "--registry", registry.host]
     first = subprocess.Popen([sys.executable, str(ROOT / "build.py"), *argv, "--repository", REPO,
                               "--state-dir", str(state)], cwd=ROOT, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+                             stderr=subprocess.PIPE, text=True, env=engine.environ())
     deadline = time.monotonic() + 300
     while first.poll() is None and registry.blobs() == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -212,7 +256,7 @@ def pushed(registry, paddle, state) -> dict:
     out, err = first.communicate(timeout=120)
     time.sleep(1)  # the daemon notices the closed connection and cancels its upload
     t0 = time.monotonic()
-    proc = _cli(*argv, "--json", state=state)
+    proc = _cli(engine, *argv, "--json", state=state)
     seconds = time.monotonic() - t0
     assert proc.returncode == 0, f"push failed:\n{proc.stderr[-3000:]}"
     return {"first": (first.returncode, err, blobs_at_interrupt, interrupted),
@@ -252,12 +296,12 @@ def test_push_moves_tag_and_alias(pushed, registry, state):
     assert Path(run["path"]).parent == state / "runs"
 
 
-def test_push_to_a_namespace(pushed, registry, state):
+def test_push_to_a_namespace(engine, pushed, registry, state):
     """`--registry HOST:PORT/NAMESPACE` (the ghcr.io/org form): the namespace takes the
     place of the repository's own, tag and alias land there, verified; the layers are
     already in the registry (mounted, not uploaded again)."""
     remote = f"team/{REPO.rsplit('/', 1)[-1]}"
-    proc = _cli("push", "--tag", TAG, "--registry", f"{registry.host}/team", "--json", state=state)
+    proc = _cli(engine, "push", "--tag", TAG, "--registry", f"{registry.host}/team", "--json", state=state)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = json.loads(proc.stdout)
     assert (run["registry"], run["repository"]) == (registry.host, remote), run
@@ -267,45 +311,45 @@ def test_push_to_a_namespace(pushed, registry, state):
     assert registry.digest(remote, TAG) == img["digest"] == pushed["run"]["images"][0]["digest"]
 
 
-def test_registry_digest_equals_local(pushed, registry, client, paddle):
+def test_registry_digest_equals_local(pushed, registry, eclient, paddle):
     img = pushed["run"]["images"][0]
     remote_digest = registry.digest(REPO, TAG)
     assert remote_digest == img["digest"] == img["push"]["registry_digest"]
     assert registry.digest(REPO, ALIAS) == remote_digest, "alias points elsewhere"
-    repo_digests = client.api.inspect_image(paddle)["RepoDigests"]
+    repo_digests = eclient.api.inspect_image(paddle)["RepoDigests"]
     assert f"{registry.host}/{REPO}@{remote_digest}" in repo_digests, repo_digests
 
 
-def test_pulled_back_into_clean_state_runs(pushed, registry, client, paddle):
+def test_pulled_back_into_clean_state_runs(pushed, registry, eclient, paddle):
     """Every tag of the image is removed (so its id is gone from the engine), the alias
     is pulled by registry reference, the same id comes back and runs; the tags return."""
-    tags = client.api.inspect_image(paddle)["RepoTags"]
+    tags = eclient.api.inspect_image(paddle)["RepoTags"]
     try:
         for t in tags:
-            client.images.remove(t, noprune=True)
+            eclient.images.remove(t, noprune=True)
         with pytest.raises(docker.errors.ImageNotFound):
-            client.images.get(paddle)
-        pulled = client.images.pull(f"{registry.host}/{REPO}", tag=ALIAS)
+            eclient.images.get(paddle)
+        pulled = eclient.images.pull(f"{registry.host}/{REPO}", tag=ALIAS)
         assert pulled.id == paddle, "the pulled image is not the one tested"
-        out = client.containers.run(pulled.id, ["python", "-c", "import paddle; print(paddle.__version__)"],
+        out = eclient.containers.run(pulled.id, ["python", "-c", "import paddle; print(paddle.__version__)"],
                                     environment={"STAGECRAFT_QUIET": "1"}, remove=True)
         assert out.decode().strip().splitlines()[-1] == "2.6.2"
     finally:
         for t in tags:
             repo, tag = t.rsplit(":", 1)
-            client.api.tag(paddle, repo, tag, force=True)
+            eclient.api.tag(paddle, repo, tag, force=True)
 
 
-def test_untested_image_refused(paddle, registry, client, state):
+def test_untested_image_refused(engine, paddle, registry, eclient, state):
     """A new image id (a rebuild after the tests ran) under the tag: refused, nothing moved."""
-    image, _ = client.images.build(fileobj=io.BytesIO(
+    image, _ = eclient.images.build(fileobj=io.BytesIO(
         f"FROM {paddle}\nLABEL io.stagecraft.test.rebuilt=yes\n".encode()), rm=True)
     assert image.id != paddle
     repo = "stagecraft-pubtest/untested"
     image.tag(repo, TAG)
     try:
-        proc = run_cli("push", "--tag", TAG, "--registry", registry.host, "--repository", repo,
-                       "--state-dir", str(state))
+        proc = engine.cli("push", "--tag", TAG, "--registry", registry.host, "--repository", repo,
+                          "--state-dir", str(state))
         assert proc.returncode == 2, proc.stderr
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and "refused" in lines[0] and "no test record" in lines[0], lines
@@ -315,38 +359,43 @@ def test_untested_image_refused(paddle, registry, client, state):
         # A failed record refuses too.
         record = state / "test-records" / f"{image.id.replace(':', '-')}.json"
         record.write_text(json.dumps({"passed": False, "counts": {"failed": 2}}))
-        proc = run_cli("push", "--tag", TAG, "--registry", registry.host, "--repository", repo,
-                       "--state-dir", str(state))
+        proc = engine.cli("push", "--tag", TAG, "--registry", registry.host, "--repository", repo,
+                          "--state-dir", str(state))
         assert proc.returncode == 2 and "failed its tests" in proc.stderr, proc.stderr
         assert registry.tags(repo) == []
     finally:
-        client.images.remove(image.id, force=True)
+        eclient.images.remove(image.id, force=True)
 
 
-def _docker_config(tmp_path: Path, registry: str, password: str) -> dict[str, str]:
+def _docker_config(tmp_path: Path, registry: str, password: str,
+                   engine: engines.TestEngine) -> dict[str, str]:
+    """A client config with credentials for ``registry`` (and, for the modern engine,
+    the buildx plugin of its own config)."""
     auth = base64.b64encode(f"{USER}:{password}".encode()).decode()
     tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "config.json").write_text(json.dumps({"auths": {registry: {"auth": auth}}}))
+    if "DOCKER_CONFIG" in engine.env:
+        (tmp_path / "cli-plugins").symlink_to(Path(engine.env["DOCKER_CONFIG"]) / "cli-plugins")
     return {"DOCKER_CONFIG": str(tmp_path)}
 
 
-def test_bad_credentials_clear_error_nothing_moved(paddle, auth_registry, client, state, tmp_path):
+def test_bad_credentials_clear_error_nothing_moved(engine, paddle, auth_registry, eclient, state, tmp_path):
     repo = "stagecraft-pubtest/badcreds"
-    client.api.tag(paddle, repo, TAG)
-    client.api.tag(paddle, repo, ALIAS)
+    eclient.api.tag(paddle, repo, TAG)
+    eclient.api.tag(paddle, repo, ALIAS)
     wrong = "wrong-" + PASSWORD
     try:
-        env = _docker_config(tmp_path / "docker", auth_registry.host, wrong)
+        env = _docker_config(tmp_path / "docker", auth_registry.host, wrong, engine)
         t0 = time.monotonic()
         proc = subprocess.run(
             [sys.executable, str(ROOT / "build.py"), "push", "--tag", TAG, "--registry",
              auth_registry.host, "--repository", repo, "--state-dir", str(state)],
-            capture_output=True, text=True, timeout=600, env={**os.environ, **env}, cwd=ROOT)
+            capture_output=True, text=True, timeout=600, env=engine.environ(env), cwd=ROOT)
         seconds = time.monotonic() - t0
         assert proc.returncode == 1, proc.stderr
         errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("failed:")]
         assert len(errors) == 1, proc.stderr
-        assert "refused the credentials" in errors[0] and "unauthorized" in errors[0]
+        assert "refused the credentials" in errors[0] and "unauthorized" in errors[0].lower()
         assert f"docker login {auth_registry.host}" in errors[0]
         assert "retrying" not in proc.stderr, "an auth error was retried"
         assert "Traceback" not in proc.stderr
@@ -357,14 +406,14 @@ def test_bad_credentials_clear_error_nothing_moved(paddle, auth_registry, client
         assert repo not in auth_registry.catalog()
     finally:
         for t in (TAG, ALIAS):
-            client.images.remove(f"{repo}:{t}", noprune=True)
+            eclient.images.remove(f"{repo}:{t}", noprune=True)
 
 
-def test_build_push_with_credentials_from_docker_config(paddle, auth_registry, state, tmp_path):
+def test_build_push_with_credentials_from_docker_config(engine, paddle, auth_registry, state, tmp_path):
     """`--push` on a build: tests run, then the push, authenticated from DOCKER_CONFIG
     (both the daemon's push and the HTTP API verification); the password is nowhere."""
-    env = _docker_config(tmp_path / "docker", auth_registry.host, PASSWORD)
-    proc = _cli("--tag", TAG, "--platform", host_platform(), "--push", "--registry",
+    env = _docker_config(tmp_path / "docker", auth_registry.host, PASSWORD, engine)
+    proc = _cli(engine, "--tag", TAG, "--platform", host_platform(), "--push", "--registry",
                 auth_registry.host, "--json",
                 state=state, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
