@@ -39,12 +39,12 @@ def take_base(engine: Engine, base: BaseImage, spec: CacheSpec,
         digest = engine.registry_digest(where)
         if digest is None:
             return f"{where} is not in the registry, or the registry does not answer"
-        pinned = f"{where.rsplit(':', 1)[0]}@{digest}"
+        repository = where.rsplit(":", 1)[0]
+        pinned = f"{repository}@{digest}"
         try:
-            engine.pull(pinned)
+            engine.tag(engine.pull_by_digest(repository, digest), base.ref)
         except BuildError as exc:
-            return str(exc).split("; on a host")[0]
-        engine.tag(pinned, base.ref)
+            return str(exc)
         say(f"base {base.name}: pulled {pinned} (shared by the runner that made it)")
     if engine.image_id(base.ref) is None:
         return f"{where} did not hold {base.ref}"

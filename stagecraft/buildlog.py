@@ -9,6 +9,15 @@ with ``#6 CACHED``, ``#6 DONE 1.2s`` or ``#6 ERROR: ...``. Cache imports show as
 ``ignore-error=true`` an ``ERROR`` there leaves the build's result intact (moby/buildkit
 #3430). A local cache that does not exist yet is a ``WARNING: local cache import at PATH
 not found`` line from buildx. Same format on BuildKit 0.8 (Docker 20.10) and 0.13.
+
+A step whose result comes from an imported cache is not always reported ``CACHED``:
+BuildKit 0.13 fetches such a result lazily, when a later step or the image exporter needs
+its files, and reports that fetch as the step completing again: ``CACHED`` then ``DONE``,
+or two ``DONE`` lines, or (the last step of a stage, fetched while the image is unpacked)
+one ``DONE`` after ``exporting to image`` has begun. A step that really ran completes once,
+before the exporter starts. So a RUN step counts as run only when it was never reported
+``CACHED``, completed once, and was first reported before the exporter began (all seen on
+Docker 26.1 building stages from a registry cache; BuildKit 0.8 reports plain ``CACHED``).
 """
 
 from __future__ import annotations
@@ -26,8 +35,14 @@ _MISSING = re.compile(r"not found|manifest unknown|name unknown|no such file", r
 class _Vertex:
     name: str
     cached: bool = False
-    done: bool = False
+    dones: int = 0
     error: str = ""
+    late: bool = False  # first reported after the exporter began: a lazily loaded result
+
+    @property
+    def ran(self) -> bool:
+        """Executed, not taken from a cache (see the module docstring)."""
+        return bool(self.error) or (not self.cached and self.dones == 1 and not self.late)
 
 
 @dataclass
@@ -39,6 +54,7 @@ class BuildLog:
     that is not there yet."""
 
     vertices: dict[int, _Vertex] = field(default_factory=dict)
+    exporting: bool = False
 
     def feed(self, line: str) -> None:
         """Read one line of plain progress output."""
@@ -48,12 +64,14 @@ class BuildLog:
         num, rest = int(m.group(1)), m.group(2)
         v = self.vertices.get(num)
         if v is None:
-            self.vertices[num] = _Vertex(rest)
+            self.vertices[num] = _Vertex(rest, late=self.exporting)
+            if rest.startswith("exporting to image"):
+                self.exporting = True
             return
         if rest == "CACHED":
             v.cached = True
         elif rest.startswith("DONE"):
-            v.done = True
+            v.dones += 1
         elif rest.startswith("ERROR:") and not v.error:
             v.error = rest[len("ERROR:"):].strip()
 
@@ -64,12 +82,12 @@ class BuildLog:
     @property
     def run_executed(self) -> int:
         """RUN steps that ran (not taken from a cache)."""
-        return sum(1 for v in self._steps("RUN") if not v.cached and (v.done or v.error))
+        return sum(1 for v in self._steps("RUN") if v.ran)
 
     @property
     def run_cached(self) -> int:
         """RUN steps taken from a cache (local or imported)."""
-        return sum(1 for v in self._steps("RUN") if v.cached)
+        return sum(1 for v in self._steps("RUN") if not v.ran and (v.cached or v.dones))
 
     @property
     def cache_export_errors(self) -> list[str]:

@@ -19,9 +19,10 @@ engine with the containerd image store or a builder with its own BuildKit
   (``stagecraft.buildlog``) to say which caches were not written.
 - The base image is shared too, since every key below it hashes the base's identity but
   BuildKit's cache matches its layers: a bootstrapped base differs per debootstrap run.
-  ``base_location`` names where the first runner puts it (``REPO:base-<hash24>`` pushed,
-  or ``PATH/base-<hash24>.tar`` saved) and the next ones take it (pulled by the digest
-  the registry gives for that tag, or loaded), so every runner builds on the same layers.
+  ``base_location`` names where the first runner puts it (``REPO:base-image-<hash24>``
+  pushed, or ``PATH/base-image-<hash24>.tar`` saved) and the next ones take it (pulled
+  by the digest the registry gives for that tag, or loaded), so every runner builds on
+  the same layers.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class CacheSpec:
     def base_location(self, base: BaseImage) -> str:
         """Where the base image ``base`` is shared: a tagged reference in the registry,
         or a ``docker save`` archive in the directory."""
-        name = "base-" + hashlib.sha256(base.identity.encode()).hexdigest()[:24]
+        name = "base-image-" + hashlib.sha256(base.identity.encode()).hexdigest()[:24]
         return self._at(name + ".tar" if self.kind == "local" else name)
 
     def _at(self, name: str) -> str:

@@ -15,6 +15,7 @@ import re
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -401,6 +402,25 @@ class Engine:
                 buildkit_reported=fields.get("buildkit", ""),
                 platforms=tuple(p.strip() for p in fields.get("platforms", "").split(",") if p.strip()))
         return self._facts
+
+    def pull_by_digest(self, repository: str, digest: str) -> str:
+        """Pull ``repository@digest``; returns the local image id. The image is looked up
+        by its pinned reference, else by the digest itself (the containerd image store
+        names images by manifest digest), a few times (the store may answer a moment
+        after the pull ends). Raises BuildError."""
+        pinned = f"{repository}@{digest}"
+        try:
+            for event in self.client.api.pull(repository, tag=digest, stream=True, decode=True):
+                if "error" in event:
+                    raise BuildError(f"cannot pull {pinned}: {str(event['error'])[:200]}")
+        except docker.errors.DockerException as exc:
+            raise BuildError(f"cannot pull {pinned}: {_short(exc)}") from None
+        for _ in range(10):
+            found = self.image_id(pinned) or self.image_id(digest)
+            if found:
+                return found
+            time.sleep(0.5)
+        raise BuildError(f"pulled {pinned}, but the engine does not list it")
 
     def registry_digest(self, ref: str) -> str | None:
         """The digest the registry gives for ``ref`` (asked by the daemon, from its own

@@ -91,8 +91,10 @@ def runs(six, tmp_path_factory) -> dict:
     text = template.read_text()
     assert "\nUSER 1000\n" in text
     template.write_text(text.replace("\nUSER 1000\n", f"\nRUN echo {uuid.uuid4().hex} > /etc/stagecraft/edited\nUSER 1000\n", 1))
-    out["E"] = _build(engines.fresh_runner(), six, "--cache-to", f"type=registry,ref={CACHE}",
+    e = engines.fresh_runner()
+    out["E"] = _build(e, six, "--cache-to", f"type=registry,ref={CACHE}",
                       "--cache-from", f"type=registry,ref={CACHE}")
+    out["E_layers"] = _layers(e, f"{REPO}:1.16.0-cpu")
     return out
 
 
@@ -120,7 +122,7 @@ def test_local_cache_crosses_runners(runs):
     lines = [p for p in local.iterdir() if p.name.startswith("runtime-line-")]
     assert len(lines) == 2 and all(p.is_symlink() and p.resolve().is_dir() for p in lines), lines
     assert all(s["cache"] == "written" for s in l1["stages"] if s["status"] == "built" and s["stage"] != "label")
-    assert re.search(r"base deb12: loaded \S+base-\w+\.tar", l2["stderr"]), l2["stderr"][:2000]
+    assert re.search(r"base deb12: loaded \S+/base-image-\w+\.tar", l2["stderr"]), l2["stderr"][:2000]
     assert _ran(l2) == 0, [(s["stage"], s["run_executed"]) for s in l2["stages"]]
 
 
@@ -132,6 +134,10 @@ def test_changed_stage_reuses_its_unchanged_steps(runs):
         assert (s["run_executed"], s["status"]) == (1, "built"), s
         assert s["run_cached"] >= 2, s
     assert _ran(e, "base") == 0
+    # The same layers as before the edit, byte for byte (a step run again would make new
+    # ones: its files' times differ), then the new step's, then WORKDIR's (after the edit).
+    before, after = runs["B_layers"], runs["E_layers"]
+    assert after[:len(before) - 1] == before[:-1] and len(after) == len(before) + 1, (before, after)
 
 
 def test_unreachable_cache_registry_is_a_warning(six, engine_modern):

@@ -52,8 +52,8 @@ def test_base_locations_follow_the_base_identity():
     b = BaseImage("debian12", "bootstrap", "stagecraft-base/debian:bookworm-amd64-2", "id-2")
     reg = cache.parse("type=registry,ref=127.0.0.1:5000/cache", "--cache-from")
     loc = cache.parse("type=local,dir=/c", "--cache-from")
-    assert reg.base_location(a).startswith("127.0.0.1:5000/cache:base-")
-    assert loc.base_location(a).startswith("/c/base-") and loc.base_location(a).endswith(".tar")
+    assert reg.base_location(a).startswith("127.0.0.1:5000/cache:base-image-")
+    assert loc.base_location(a).startswith("/c/base-image-") and loc.base_location(a).endswith(".tar")
     assert reg.base_location(a) != reg.base_location(b)
 
 
@@ -96,6 +96,50 @@ PROGRESS = """\
  > exporting cache to registry:
 ------
 """
+
+
+# BuildKit 0.13 building a stage whose every step is in an imported registry cache: the
+# last step's result is fetched lazily while the image is unpacked, and reported as a
+# plain DONE after the exporter began (it did not run: the image was exported first).
+LAZY = """\
+#7 [2/3] RUN apt-get update && apt-get install -y tini
+#7 CACHED
+#8 exporting to image
+#8 exporting manifest sha256:09bfcf3d30ba14f82ad18c7d117ef87086a189cbe9e955e97ff2065ac1ca80a2 done
+#8 ...
+#9 [3/3] RUN groupadd --gid 1000 worker
+#9 DONE 0.2s
+#8 exporting to image
+#8 DONE 2.6s
+"""
+
+
+# The same, for steps a new step (after a template edit) runs on: the cached steps below
+# it are fetched and reported as completing twice, with or without a CACHED line.
+FETCHED = """\
+#8 [stage-0 2/7] RUN pip install six
+#8 CACHED
+#11 [stage-0 5/7] RUN mkdir -p /etc/stagecraft
+#11 DONE 1.2s
+#11 [stage-0 5/7] RUN mkdir -p /etc/stagecraft
+#11 DONE 1.3s
+#10 [stage-0 4/7] RUN true
+#10 CACHED
+#10 [stage-0 4/7] RUN true
+#10 DONE 1.4s
+#12 [stage-0 6/7] RUN echo edited > /etc/stagecraft/edited
+#12 DONE 0.5s
+#14 exporting to image
+#14 DONE 0.2s
+"""
+
+
+@pytest.mark.parametrize("text, ran, cached", [(LAZY, 0, 2), (FETCHED, 1, 3)], ids=["late", "fetched"])
+def test_results_fetched_from_an_imported_cache_count_as_cached(text, ran, cached):
+    log = BuildLog()
+    for line in text.splitlines():
+        log.feed(line)
+    assert (log.run_executed, log.run_cached) == (ran, cached)
 
 
 def test_build_log_counts_steps_and_cache_failures():

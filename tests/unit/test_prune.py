@@ -65,7 +65,7 @@ def test_local_cache_prune(tmp_path):
     (root / cache.line_name("runtime", node.line)).symlink_to(previous.name)
     base = root / (cache.CacheSpec("local", str(root)).base_location(plan.bases[0]).rsplit("/", 1)[1])
     base.write_bytes(b"tar")
-    stale_base = root / "base-000000000000000000000000.tar"
+    stale_base = root / "base-image-000000000000000000000000.tar"
     stale_base.write_bytes(b"tar")
     (root / "notes.txt").write_text("not ours")
     got = {e.path.name: (e.remove, e.why) for e in local_cache_prune(spec, plan)}
