@@ -49,14 +49,6 @@ def test_render() -> None:
     assert devicestring.render({"cpu": "{bad}"}, "cpu", 1) is None  # a hand-edited image.json stays harmless
 
 
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    try:
-        return standin.build(tmp_path_factory.mktemp("nvml"))
-    except RuntimeError as exc:
-        pytest.skip(str(exc))
-
-
 def image(tmp_path: Path, device: str, strings: dict[str, str] | None = PADDLE) -> Path:
     sets = [{"name": "cpu-avx2", "device": "cpu", "requires": {"cpu_flags": ["avx2"]}}]
     if device == "nvidia":

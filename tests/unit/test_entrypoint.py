@@ -23,14 +23,6 @@ ENTRY = REPO / "entrypoint" / "stagecraft-entrypoint"
 REPORT = REPO / "entrypoint" / "stagecraft-report"
 
 
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    try:
-        return standin.build(tmp_path_factory.mktemp("nvml"))
-    except RuntimeError as exc:
-        pytest.skip(str(exc))
-
-
 def run(tmp_path: Path, cmd: list[str], *, cpuinfo: str = "linux-rhel7-haswell",
         pieces: tuple[str, ...] = ("host-16cpu",), image: str = "gpu-cuda11.8.json",
         env: dict[str, str] | None = None, script: Path = ENTRY) -> subprocess.CompletedProcess[str]:

@@ -27,14 +27,6 @@ CU126_TAG = "3.2.0-gpu-cuda12.6-cudnn9.5"
 CU128_TAG = "torch-2.10.0-gpu-cuda12.8"
 
 
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    try:
-        return standin.build(tmp_path_factory.mktemp("nvml"))
-    except RuntimeError as exc:
-        pytest.skip(str(exc))
-
-
 def probe(tmp_path: Path, *args: str, cpuinfo: str = "linux-rhel7-haswell",
           pieces: tuple[str, ...] = ("host-16cpu",), nvml: str | None = None,
           lib: Path | None = None) -> subprocess.CompletedProcess[str]:
