@@ -480,13 +480,13 @@ def test_a_wheel_version_pypi_lacks_is_one_line_and_builds_nothing(project, clie
             .replace("  framework:\n", "  cuda:\n    cu126:\n      cuda: \"12.6\"\n      prefix: /usr/local/cuda-12.6\n"
                      "      source: pypi\n      pypi: {nvidia-cuda-runtime-cu12: \"12.6.999\"}\n  framework:\n")
             .replace("      device: cpu\n      build: {python: [\"3.11\"]}",
-                     "      device: nvidia\n      build: {python: [\"3.11\"], fatbins: [six.so], sass: [\"8.0\"], ptx: []}")
+                     "      device: nvidia\n      build: {python: [\"3.11\"], fatbins: [six.so], sass: [\"8.0\"], ptx: [], dlopen: []}")
             .replace("chain: [base, runtime]", "chain: [base, cuda, runtime]")
             .replace("      framework: [six-1, six-2]", "      cuda: [cu126]\n      framework: [six-1]"))
     path = project(text)
     line = next(i for i, ln in enumerate(text.splitlines(), 1) if "12.6.999" in ln)
     before = {i.id for i in client.images.list(all=True)}
-    proc = _cli(path, "--tag", "1.16.0-cpu")
+    proc = run_cli("--matrix", str(path), "--tag", "1.16.0-cpu", cwd=path.parent)  # the host engine
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, lines
