@@ -196,6 +196,39 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
         t0 = time.monotonic()
         short = node.key[:12]
         cache_args = cache.stage_args(cache_from, cache_to, node.stage, node.key, node.line)
+        image_id, progress, cache_args = build_stage(node, log_path, cache_args)
+        counts = progress  # what ran is the first complete build's: an export retry runs nothing
+        if cache_args and cache_to is not None and progress.cache_export_errors:
+            # Exports fail transiently (a registry answering 500 to two uploads of one blob
+            # at once, docker/buildx#4057); once more, every step from the engine's cache.
+            say(f"  {node.stage}@{short} cache export failed "
+                f"({progress.cache_export_errors[0][:120]}); exporting it again")
+            retry_log = log_path.with_name(f"{log_path.stem}.export-again.log")
+            image_id, progress, cache_args = build_stage(node, retry_log, cache_args)
+        engine.tag(image_id, node.image_ref)
+        for failure in counts.cache_import_errors:
+            warn(f"{node.stage}@{short}: cache not read from {failure[:200]}")
+        state = ""
+        if cache_to is not None and node.line:
+            failures = progress.cache_export_errors if cache_args else ["the build ran without its cache"]
+            state = f"not written: {failures[0][:300]}" if failures else "written"
+            if failures:
+                warn(f"{node.stage}@{short}: cache {state}")
+            elif cache_to.kind == "local":
+                try:
+                    _link_line(cache_to, node)
+                except OSError as exc:
+                    warn(f"{node.stage}@{short}: cache line not linked ({exc})")
+        return StageResult(node.key, node.stage, "built", image_id, time.monotonic() - t0,
+                           str(log_path), run_executed=counts.run_executed,
+                           run_cached=counts.run_cached, cache=state)
+
+    def build_stage(node: StageNode, log_path: Path,
+                    cache_args: tuple[str, ...]) -> tuple[str, BuildLog, tuple[str, ...]]:
+        """One stage built, engine errors tried again: ``(image id, its progress, the
+        cache arguments it ran with)``, those ``()`` when the build failed with its cache
+        and was run again without. Raises ``BuildError``."""
+        short = node.key[:12]
         attempt = 0
         while True:
             attempt += 1
@@ -221,23 +254,7 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
                     raise
                 say(f"  {node.stage}@{short} engine error, trying again ({attempt}/{TRANSIENT_TRIES}): "
                     f"{str(exc)[:120]}")
-        engine.tag(image_id, node.image_ref)
-        for failure in progress.cache_import_errors:
-            warn(f"{node.stage}@{short}: cache not read from {failure[:200]}")
-        state = ""
-        if cache_to is not None and node.line:
-            failures = progress.cache_export_errors if cache_args else ["the build ran without its cache"]
-            state = f"not written: {failures[0][:300]}" if failures else "written"
-            if failures:
-                warn(f"{node.stage}@{short}: cache {state}")
-            elif cache_to.kind == "local":
-                try:
-                    _link_line(cache_to, node)
-                except OSError as exc:
-                    warn(f"{node.stage}@{short}: cache line not linked ({exc})")
-        return StageResult(node.key, node.stage, "built", image_id, time.monotonic() - t0,
-                           str(log_path), run_executed=progress.run_executed,
-                           run_cached=progress.run_cached, cache=state)
+        return image_id, progress, cache_args
 
     done = 0
     pool = ThreadPoolExecutor(max_workers=max(1, opts.jobs))

@@ -14,10 +14,15 @@ A step whose result comes from an imported cache is not always reported ``CACHED
 BuildKit 0.13 fetches such a result lazily, when a later step or the image exporter needs
 its files, and reports that fetch as the step completing again: ``CACHED`` then ``DONE``,
 or two ``DONE`` lines, or (the last step of a stage, fetched while the image is unpacked)
-one ``DONE`` after ``exporting to image`` has begun. A step that really ran completes once,
-before the exporter starts. So a RUN step counts as run only when it was never reported
-``CACHED``, completed once, and was first reported before the exporter began (all seen on
-Docker 26.1 building stages from a registry cache; BuildKit 0.8 reports plain ``CACHED``).
+one ``DONE`` after ``exporting to image`` has begun. The plain printer redraws on a
+timer and prints each vertex's latest state, so when the fetch starts in the same
+redraw as the cached completion (the last step, fetched the moment the exporter starts),
+the ``CACHED`` line is never printed: the step shows its name before the exporter and its
+only ``DONE`` after it (what explains a CI run on Docker 26.1 that counted one base step
+as run while the image had the cached layers byte for byte). A step that really ran completes once,
+before the exporter starts (the exporter needs its result). So a RUN step counts as run
+only when it was never reported ``CACHED``, completed once, and was first reported and
+completed before the exporter began (BuildKit 0.8 reports plain ``CACHED``).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ class _Vertex:
     cached: bool = False
     dones: int = 0
     error: str = ""
-    late: bool = False  # first reported after the exporter began: a lazily loaded result
+    late: bool = False  # first reported, or completed, after the exporter began: lazily loaded
 
     @property
     def ran(self) -> bool:
@@ -72,6 +77,7 @@ class BuildLog:
             v.cached = True
         elif rest.startswith("DONE"):
             v.dones += 1
+            v.late = v.late or self.exporting
         elif rest.startswith("ERROR:") and not v.error:
             v.error = rest[len("ERROR:"):].strip()
 

@@ -58,6 +58,10 @@ def cache_scope(stage: str, key: str) -> str:
     return f"{stage}-{key[:24]}"
 
 
+# Options of every cache export in a bake file (as stagecraft.cache gives build.py's).
+EXPORT_OPTS = ",mode=max,ignore-error=true"
+
+
 @dataclass(frozen=True)
 class BakeCache:
     """Cache backend of a bake file: ``gha`` (GitHub Actions cache service), ``local``
@@ -67,14 +71,17 @@ class BakeCache:
     location: str = ""
 
     def entries(self, stage: str, key: str) -> tuple[str, str]:
-        """``(cache-from, cache-to)`` entries of one stage."""
+        """``(cache-from, cache-to)`` entries of one stage. Exports carry
+        ``ignore-error=true``, as ``build.py``'s do: a cache that cannot be written (a
+        registry that does not answer, or answers 500 to two targets uploading the same
+        blob at once, docker/buildx#4057) costs the cache, never the image."""
         scope = cache_scope(stage, key)
         if self.kind == "gha":
-            return f"type=gha,scope={scope}", f"type=gha,scope={scope},mode=max"
+            return f"type=gha,scope={scope}", f"type=gha,scope={scope}{EXPORT_OPTS}"
         loc = CacheSpec(self.kind, self.location).scope(stage, key)
         if self.kind == "local":
-            return f"type=local,src={loc}", f"type=local,dest={loc},mode=max"
-        return f"type=registry,ref={loc}", f"type=registry,ref={loc},mode=max"
+            return f"type=local,src={loc}", f"type=local,dest={loc}{EXPORT_OPTS}"
+        return f"type=registry,ref={loc}", f"type=registry,ref={loc}{EXPORT_OPTS}"
 
 
 def parse_bake_cache(text: str | None) -> BakeCache | None:

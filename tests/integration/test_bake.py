@@ -11,6 +11,7 @@ matrix: the same content keys (bake targets), the same labels, the same layers.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import uuid
@@ -101,13 +102,27 @@ def test_the_secret_comes_through(baked):
         assert "/run/secrets/pip-ca" in history and "BEGIN CERTIFICATE" not in history
 
 
+def _failed_exports(log: str) -> set[str]:
+    """Targets whose cache export bake reported as failed (ignore-error: a warning)."""
+    names = dict(re.findall(r"^#(\d+) \[([^\]]+)\] exporting cache to", log, re.M))
+    return {names[n] for n in re.findall(r"^#(\d+) ERROR:", log, re.M) if n in names}
+
+
 def test_cache_options_come_through(baked):
-    engine = baked["engine"]
+    """Every target exports its cache (with ignore-error: a registry answering 500 to two
+    targets uploading one blob at once, seen on a cold run here, costs that cache, not
+    the build); each export bake did not report failed is in the registry."""
+    engine, log = baked["engine"], baked["bake_log"]
     tags = requests.get(f"http://{engine.registry_from_host}/v2/{CACHE}/tags/list", timeout=10).json()["tags"]
+    failed = _failed_exports(log)
+    assert len(failed) < len(baked["doc"]["target"]), log[-3000:]
     for name, target in baked["doc"]["target"].items():
         (to,) = target["cache-to"]
-        assert to.startswith(f"type=registry,ref={engine.registry}/{CACHE}:") and to.endswith(",mode=max")
-        assert to.split(":")[-1].split(",")[0] in tags, (name, tags)
+        assert to.startswith(f"type=registry,ref={engine.registry}/{CACHE}:")
+        assert to.endswith(",mode=max,ignore-error=true"), to
+        assert f"[{name}] exporting cache to registry" in log, name
+        if name not in failed:
+            assert to.split(":")[-1].split(",")[0] in tags, (name, tags)
 
 
 def test_same_keys_labels_and_content_as_build_py(baked):
