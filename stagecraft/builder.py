@@ -204,7 +204,10 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
             say(f"  {node.stage}@{short} cache export failed "
                 f"({progress.cache_export_errors[0][:120]}); exporting it again")
             retry_log = log_path.with_name(f"{log_path.stem}.export-again.log")
-            image_id, progress, cache_args = build_stage(node, retry_log, cache_args)
+            try:
+                image_id, progress, cache_args = build_stage(node, retry_log, cache_args)
+            except BuildError as exc:  # the first build's image stands; its cache is not written
+                warn(f"{node.stage}@{short}: exporting the cache again failed ({str(exc)[:160]})")
         engine.tag(image_id, node.image_ref)
         for failure in counts.cache_import_errors:
             warn(f"{node.stage}@{short}: cache not read from {failure[:200]}")
