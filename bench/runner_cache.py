@@ -80,8 +80,12 @@ def run(project: Path, tags: list[str], jobs: int, location: str) -> dict:
     env = {**os.environ, **{k: v for k, v in fresh_runner().items() if k in ("DOCKER_HOST", "DOCKER_CONFIG")}}
     from stagecraft.platforms import host_platform
 
+    # Each run's stage logs are kept (the results name them): what BuildKit printed for a
+    # step counted as run can be read afterwards.
+    state = Path(tempfile.mkdtemp(prefix="stagecraft-runner-bench-state-"))
     argv = [sys.executable, "build.py", "--json", "--jobs", str(jobs), "--platform", host_platform(),
-            "--repository", "bench/runner", "--cache-from", location, "--cache-to", location]
+            "--repository", "bench/runner", "--cache-from", location, "--cache-to", location,
+            "--state-dir", str(state)]
     for t in tags:
         argv += ["--tag", t]
     load = os.getloadavg()[0]
@@ -93,7 +97,8 @@ def run(project: Path, tags: list[str], jobs: int, location: str) -> dict:
     report = json.loads(proc.stdout)
     stages = [{"stage": s["stage"], "key": s["key"][:12], "status": s["status"],
                "seconds": round(s["seconds"], 1), "run_executed": s["run_executed"],
-               "run_cached": s["run_cached"], "cache": s["cache"]} for s in report["stages"]]
+               "run_cached": s["run_cached"], "cache": s["cache"], "log": s["log"]}
+              for s in report["stages"]]
     return {"seconds": round(seconds, 1), "loadavg_1m_start": round(load, 2),
             "run_executed": sum(s["run_executed"] for s in stages),
             "run_cached": sum(s["run_cached"] for s in stages),

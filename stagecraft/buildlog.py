@@ -22,7 +22,11 @@ only ``DONE`` after it (what explains a CI run on Docker 26.1 that counted one b
 as run while the image had the cached layers byte for byte). A step that really ran completes once,
 before the exporter starts (the exporter needs its result). So a RUN step counts as run
 only when it was never reported ``CACHED``, completed once, and was first reported and
-completed before the exporter began (BuildKit 0.8 reports plain ``CACHED``).
+completed before the exporter began, and no layer was transferred for it. A fetched step
+shows its layer's transfer under its own number (``#7 sha256:<digest> 160.88MB / 160.88MB
+1.9s done``) whatever the printer dropped; a step that runs transfers nothing (in the
+stage logs of this project's cache tests and of a benchmark runner examined here, every
+fetched step had that line and no step that ran had it). BuildKit 0.8 reports plain ``CACHED``.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ import re
 from dataclasses import dataclass, field
 
 _VERTEX = re.compile(r"^#(\d+) (.*)$")
+# A layer transferred for a vertex: its result fetched from a cache, not made here.
+_TRANSFER = re.compile(r"^sha256:[0-9a-f]{64} ")
 _STEP = re.compile(r"^\[[^\]]*\d+/\d+\] (RUN|COPY|ADD) ")
 # A cache that is simply not there yet (the first build of a key): not a failure.
 _MISSING = re.compile(r"not found|manifest unknown|name unknown|no such file", re.IGNORECASE)
@@ -43,11 +49,13 @@ class _Vertex:
     dones: int = 0
     error: str = ""
     late: bool = False  # first reported, or completed, after the exporter began: lazily loaded
+    fetched: bool = False  # a layer was transferred for it
 
     @property
     def ran(self) -> bool:
         """Executed, not taken from a cache (see the module docstring)."""
-        return bool(self.error) or (not self.cached and self.dones == 1 and not self.late)
+        return bool(self.error) or (not self.cached and self.dones == 1 and not self.late
+                                    and not self.fetched)
 
 
 @dataclass
@@ -78,6 +86,8 @@ class BuildLog:
         elif rest.startswith("DONE"):
             v.dones += 1
             v.late = v.late or self.exporting
+        elif _TRANSFER.match(rest):
+            v.fetched = True
         elif rest.startswith("ERROR:") and not v.error:
             v.error = rest[len("ERROR:"):].strip()
 
