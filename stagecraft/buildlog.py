@@ -19,9 +19,9 @@ timer and prints each vertex's latest state, so when the fetch starts in the sam
 redraw as the cached completion (the last step, fetched the moment the exporter starts),
 the ``CACHED`` line is never printed: the step shows its name before the exporter and its
 only ``DONE`` after it (what explains a CI run on Docker 26.1 that counted one base step
-as run while the image had the cached layers byte for byte). A step that really ran completes once,
-before the exporter starts (the exporter needs its result). So a RUN step counts as run
-only when it was never reported ``CACHED``, completed once, and was first reported and
+as run while the image had the cached layers byte for byte). A step that really ran
+completes once, before the exporter starts (the exporter needs its result). So a RUN step
+counts as run only when it was never reported ``CACHED``, completed once, and was first reported and
 completed before the exporter began, and no layer was transferred for it. A fetched step
 shows its layer's transfer under its own number (``#7 sha256:<digest> 160.88MB / 160.88MB
 1.9s done``) whatever the printer dropped; a step that runs transfers nothing (in the

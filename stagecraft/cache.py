@@ -86,12 +86,17 @@ def parse(text: str, option: str) -> CacheSpec:
     return CacheSpec(kind, loc)
 
 
+# Options of every cache export, build.py's and bake files': all of a stage's steps
+# (mode=max), and a cache that cannot be written costs the cache, never the image.
+EXPORT_OPTS = ",mode=max,ignore-error=true"
+
+
 def _entry(spec: CacheSpec, location: str, export: bool) -> str:
     if spec.kind == "local":
         where = f"dest={location}" if export else f"src={location}"
     else:
         where = f"ref={location}"
-    return f"type={spec.kind},{where}" + (",mode=max,ignore-error=true" if export else "")
+    return f"type={spec.kind},{where}" + (EXPORT_OPTS if export else "")
 
 
 def stage_args(cache_from: CacheSpec | None, cache_to: CacheSpec | None,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .cabundle import SECRET_ID
-from .cache import CacheSpec
+from .cache import EXPORT_OPTS, CacheSpec
 from .errors import InputError
 from .plan import LABEL_STAGE, Plan
 from .render import index_dockerfile
@@ -56,10 +56,6 @@ def hcl_literal(text: str) -> str:
 def cache_scope(stage: str, key: str) -> str:
     """The cache scope of one stage key: ``<stage>-<key[:24]>`` (as ``stagecraft.cache``)."""
     return f"{stage}-{key[:24]}"
-
-
-# Options of every cache export in a bake file (as stagecraft.cache gives build.py's).
-EXPORT_OPTS = ",mode=max,ignore-error=true"
 
 
 @dataclass(frozen=True)
