@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from .engine import Engine
 
 BASE_REPOSITORY = "stagecraft-base"
-BOOTSTRAP_VERSION = "stagecraft-bootstrap-v1"
+# v2: imported through BuildKit with SOURCE_DATE_EPOCH where the engine rewrites timestamps.
+BOOTSTRAP_VERSION = "stagecraft-bootstrap-v2"
 _DEB_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64", "ppc64le": "ppc64el"}
 
 
@@ -49,7 +50,8 @@ class BaseImage:
     platform: str = ""
     # matrix.lock's packages of this base: (package, version, sha256), sorted; () unlocked.
     locked: tuple[tuple[str, str, str], ...] = ()
-    # SOURCE_DATE_EPOCH of the rootfs (the lock's InRelease date); 0: none.
+    # SOURCE_DATE_EPOCH (the lock's InRelease date) of the rootfs and of every stage built
+    # on this base; 0: none.
     source_date_epoch: int = 0
 
     @property
@@ -86,9 +88,12 @@ def base_image(component: dict[str, Any], source: str | None = None,
     host = platforms.host_platform()
     if src == "pull":
         ref = component["pull"]["image"]
-        # One index digest serves every platform: the platform is part of the identity.
-        return BaseImage(name=name, source="pull", ref=ref, identity=f"{ref} {platform or host}",
-                         platform=platform or host)
+        # One index digest serves every platform: the platform is part of the identity,
+        # and so is the epoch the stages on it are built with.
+        epoch = f" SOURCE_DATE_EPOCH={source_date_epoch}" if source_date_epoch else ""
+        return BaseImage(name=name, source="pull", ref=ref,
+                         identity=f"{ref} {platform or host}{epoch}",
+                         platform=platform or host, source_date_epoch=source_date_epoch)
     b = component["bootstrap"]
     arch = platforms.get(platform).deb if platform else host_arch()
     include = tuple(sorted(b.get("include", ())))
@@ -142,7 +147,8 @@ def _bootstrap(engine: Engine, base: BaseImage, log: Callable[[str], None]) -> s
         repo, tag = base.ref.rsplit(":", 1)
         image_id = engine.import_tarball(tarball, repo, tag,
                                          changes=['CMD ["bash"]', "ENV LANG=C.UTF-8"],
-                                         platform=base.platform if base.foreign else "")
+                                         platform=base.platform if base.foreign else "",
+                                         source_date_epoch=base.source_date_epoch)
     log(f"base {base.name}: imported as {base.ref}")
     return image_id
 

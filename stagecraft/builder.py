@@ -115,8 +115,9 @@ class BuildOptions:
     journal: TagJournal | None = None
 
 
-def _proxy_args() -> dict[str, str]:
-    # Docker's predefined proxy build arguments stay out of the image history.
+def proxy_args() -> dict[str, str]:
+    """Docker's predefined proxy build arguments set in this environment (they stay out
+    of the image history)."""
     return {k: os.environ[k] for k in PROXY_ARGS if os.environ.get(k)}
 
 
@@ -129,6 +130,22 @@ def _stage_context(node: StageNode, root: Path, into: Path) -> Path:
         os.chmod(dst, f.mode)
     (into / "Dockerfile").write_text(node.dockerfile)
     return into
+
+
+def build_node_image(engine: Engine, node: StageNode, root: Path, log_path: Path,
+                     secrets: dict[str, Path], build_args: dict[str, str],
+                     extra_args: list[str] | tuple[str, ...] = (), progress: BuildLog | None = None,
+                     on_step: Callable[[str], None] | None = None) -> str:
+    """One BuildKit build of ``node`` in a fresh context (its Dockerfile and the files it
+    copies from ``root``), for its base's platform, with its base's SOURCE_DATE_EPOCH;
+    returns the image id. Raises ``BuildError``."""
+    with tempfile.TemporaryDirectory(prefix="stagecraft-ctx-") as tmp:
+        ctx = _stage_context(node, root, Path(tmp) / "context")
+        platform_args = ["--platform", node.base.platform] if node.base.foreign else []
+        return engine.build(ctx / "Dockerfile", ctx, log_path, Path(tmp) / "iid", secrets,
+                            on_step=on_step, build_args=build_args,
+                            extra_args=[*platform_args, *extra_args], progress=progress,
+                            source_date_epoch=node.base.source_date_epoch)
 
 
 def _link_line(spec: cache.CacheSpec, node: StageNode) -> None:
@@ -179,7 +196,7 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
                 warn(f"base {base.name} not shared through the cache: {why}")
     logs = opts.state_dir / "logs"
     secrets = {SECRET_ID: opts.ca_bundle.path} if opts.ca_bundle else {}
-    build_args = _proxy_args()
+    build_args = proxy_args()
     total = len(plan.nodes)
     pending = dict(plan.nodes)
     order = list(plan.nodes)
@@ -237,14 +254,10 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
             attempt += 1
             progress = BuildLog()
             try:
-                with tempfile.TemporaryDirectory(prefix="stagecraft-ctx-") as tmp:
-                    ctx = _stage_context(node, root, Path(tmp) / "context")
-                    platform_args = ["--platform", node.base.platform] if node.base.foreign else []
-                    image_id = engine.build(
-                        ctx / "Dockerfile", ctx, log_path, Path(tmp) / "iid", secrets,
-                        on_step=lambda s: say(f"  {node.stage}@{short} {s[:110]}"),
-                        build_args=build_args, extra_args=[*platform_args, *cache_args],
-                        progress=progress)
+                image_id = build_node_image(
+                    engine, node, root, log_path, secrets, build_args,
+                    [*cache_args, "-t", node.image_ref], progress,
+                    on_step=lambda s: say(f"  {node.stage}@{short} {s[:110]}"))
                 break
             except BuildError as exc:
                 failed_cache = progress.cache_export_errors + progress.cache_import_errors

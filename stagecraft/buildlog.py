@@ -78,7 +78,7 @@ class BuildLog:
         v = self.vertices.get(num)
         if v is None:
             self.vertices[num] = _Vertex(rest, late=self.exporting)
-            if rest.startswith("exporting to image"):
+            if rest.startswith(("exporting to image", "exporting to oci image")):
                 self.exporting = True
             return
         if rest == "CACHED":

@@ -178,6 +178,8 @@ def bake_file(plan: Plan, repository: str, registry: str = "",
         if node.parent_key is not None:
             parent = plan.nodes[node.parent_key]
             t["contexts"] = {parent.image_ref: f"target:{stage_target(parent.stage, parent.key)}"}
+        if node.base.source_date_epoch:  # the Dockerfile's ARG SOURCE_DATE_EPOCH
+            t["args"] = {"SOURCE_DATE_EPOCH": str(node.base.source_date_epoch)}
         if f"id={SECRET_ID}" in node.dockerfile:
             t["secret"] = [f"id={SECRET_ID},src=${{PIP_CA_BUNDLE}}"]
         if cache is not None:

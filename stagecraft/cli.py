@@ -22,6 +22,7 @@ options.
     python build.py matrix [--format github|json] the CI job matrix (one entry per tag)
     python build.py bake [-o docker-bake.json]    a bake file: each stage a target
     python build.py verify REF --key cosign.pub  signature, SBOM and test record of a pushed digest
+    python build.py verify-reproducible TAG       rebuild every stage with no cache: same digests?
     python build.py prune [--keep N] [--yes]      stage images no target of the plan uses
                                                   (a dry run without --yes)
     python build.py lock [--check | --upgrade [PACKAGE ...]]
@@ -227,6 +228,10 @@ def _push_options(p: argparse.ArgumentParser) -> None:
                    help="cosign private key (password in COSIGN_PASSWORD): sign each pushed "
                         "digest, attest its SBOM and test record, attach the SBOM (default: "
                         "$STAGECRAFT_COSIGN_KEY; none: pushed unsigned)")
+
+
+def _jobs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--jobs", type=int, default=1, help="stages built at once (default: 1)")
 
 
 def _build_options(p: argparse.ArgumentParser) -> None:
@@ -933,6 +938,51 @@ def cmd_verify_index(args: argparse.Namespace) -> int:
         for p in found:
             _say(f"  {p.platform} {p.digest} verified")
     return EXIT_OK
+
+
+@command("verify-reproducible", "build a tag, then every stage again with no cache: same "
+         "digests?", _one_tag, _json, _repository, _platform, _ca, _state, _jobs)
+def cmd_verify_reproducible(args: argparse.Namespace) -> int:
+    """Build TAG (reusing what is built), then rebuild each of its stages, and its
+    bootstrapped base, with no cache on the same parent, and compare digests
+    (``reproduce.verify_plan``). Exit 0 when every stage gives the same image, 1 when one
+    differs (the report names the files), 2 for bad input or an engine that cannot
+    rewrite timestamps (Docker 20.10: ``doctor`` says why)."""
+    from .builder import BuildOptions, build_plan
+    from .cabundle import find_ca_bundle
+    from .engine import Engine
+    from .reproduce import verify_plan
+
+    matrix, specs = _load(args)
+    chosen = _select(specs, args, default_all=False)
+    if len(chosen) != 1:
+        raise InputError.one("verify-reproducible", "takes one tag", "pass TAG or --tag TAG")
+    engine = Engine()
+    why = engine.reproducible()
+    if why:
+        raise InputError.one(f"verify-reproducible {chosen[0].tag}", f"impossible here: {why}",
+                             "run it on Docker 25+ with buildx and the containerd image store")
+    bundle = find_ca_bundle(args.ca_bundle, args.no_ca_bundle)
+    wanted = _check_platforms(engine, _platforms(chosen, args), bool(args.platform))
+    plan = _plan(matrix, chosen, args, wanted)
+    state = _state_dir(matrix, args)
+    report = build_plan(engine, plan, matrix.root,
+                        BuildOptions(args.repository or matrix.repository, state, args.jobs,
+                                     bundle), _say)
+    if not report.ok:
+        _say(f"not checked: {chosen[0].tag} did not build ({report.images[0].error[:200]})")
+        return EXIT_FAILED
+    checked = verify_plan(engine, plan, matrix.root, state, _say, bundle)
+    if args.json:
+        _emit_json({"tag": chosen[0].tag, "reproducible": checked.ok,
+                    "seconds": round(checked.seconds, 1),
+                    "stages": [{**asdict(c), "same": c.same} for c in checked.checks]})
+    differ = [c for c in checked.checks if not c.same]
+    _say(f"{chosen[0].tag}: " + ("reproducible: every stage rebuilt to the same digest "
+                                 f"({len(checked.checks)} checked, {checked.seconds:.0f} s)"
+                                 if not differ else
+                                 f"NOT reproducible: {', '.join(c.stage for c in differ)} differ"))
+    return EXIT_OK if checked.ok else EXIT_FAILED
 
 
 @command("matrix", "the CI job matrix, one entry per tag", _selection, _format, _repository,

@@ -25,6 +25,7 @@ import docker.errors
 
 from .buildlog import BuildLog
 from .capabilities import EngineFacts, parse_buildx_inspect
+from . import platforms
 from .errors import BuildError, InputError
 
 VERSION_RE = re.compile(r"^\d+\.\d+")  # what `docker version --format {{.Client.Version}}` prints
@@ -129,6 +130,7 @@ class Engine:
         self._builder = builder
         self._facts: EngineFacts | None = None
         self._containerd: bool | None = None
+        self._rewrites: bool | None = None
         self._running: set[subprocess.Popen] = set()
         self._lock = threading.Lock()
 
@@ -190,22 +192,29 @@ class Engine:
                              "access use --base-source bootstrap") from None
 
     def import_tarball(self, tarball: Path, repository: str, tag: str,
-                       changes: Iterable[str] = (), platform: str = "") -> str:
+                       changes: Iterable[str] = (), platform: str = "",
+                       source_date_epoch: int = 0) -> str:
         """``docker import`` a root filesystem tarball as ``repository:tag``.
 
         ``platform`` (``linux/arm64``): the image is made for that platform instead of the
         host's, by a BuildKit build of ``FROM scratch`` + ``ADD`` with ``--platform`` (the
-        import API of Docker 20.10 ignores a platform). The tarball must sit alone in its
-        directory (the build context). Raises ``BuildError``.
+        import API of Docker 20.10 ignores a platform). With ``source_date_epoch`` where
+        ``rewrites_timestamps`` holds, the same BuildKit build makes it, with that epoch:
+        the import API stamps the image with the time of the import, so two imports of
+        one tarball would differ. The tarball must sit alone in its directory (the build
+        context). Raises ``BuildError``.
         """
-        if platform:
+        epoch = source_date_epoch if self.rewrites_timestamps else 0
+        if platform or epoch:
             ctx = tarball.parent
             dockerfile = ctx.parent / f"{tarball.name}.Dockerfile"
             dockerfile.write_text(f"FROM scratch\nADD {tarball.name} /\n" + "".join(
                 f"{c}\n" for c in changes))
             self.build(dockerfile, ctx, ctx.parent / f"{tarball.name}.log",
                        ctx.parent / f"{tarball.name}.iid", {},
-                       extra_args=["--platform", platform, "-t", f"{repository}:{tag}"])
+                       extra_args=["--platform", platform or platforms.host_platform(),
+                                   "-t", f"{repository}:{tag}"],
+                       source_date_epoch=epoch)
             found = self.image_id(f"{repository}:{tag}")
             if not found:
                 raise BuildError(f"import of {repository}:{tag} ({platform}) left no image")
@@ -220,17 +229,35 @@ class Engine:
     def build(self, dockerfile: Path, context: Path, log_path: Path, iidfile: Path,
               secrets: dict[str, Path], on_step: Callable[[str], None] | None = None,
               build_args: dict[str, str] | None = None, extra_args: Iterable[str] = (),
-              progress: BuildLog | None = None) -> str:
+              progress: BuildLog | None = None, source_date_epoch: int = 0) -> str:
         """Build one Dockerfile with BuildKit; returns the image id.
 
         The full plain-progress output goes to ``log_path`` and, line by line, to
         ``progress`` (what ran, what came from a cache, which caches failed); each step's
         first line is passed to ``on_step``. Secrets are ``id -> file`` (BuildKit secret
-        mounts: never in a layer). Raises ``BuildError`` naming the log on failure.
+        mounts: never in a layer). ``source_date_epoch`` (seconds; 0: none) is passed as
+        the ``SOURCE_DATE_EPOCH`` build argument (a stage that declares ``ARG
+        SOURCE_DATE_EPOCH`` gives it to its RUN steps: Python then writes hash-based
+        .pyc files, shadow's useradd dates the account with it); where ``reproducible()``
+        holds, the image is also exported with ``rewrite-timestamp=true``, so file times
+        in new layers, the config and the history are clamped to it (BuildKit's
+        docs/build-repro.md). BuildKit 0.13 refuses that option where it unpacks the
+        image into the engine (``--load``: 'exporter option "rewrite-timestamp" conflicts
+        with "unpack"', moby/buildkit#4057), so such a build is exported as an OCI
+        archive beside ``iidfile`` and loaded (``docker load``; the names given with
+        ``-t`` come with it). Raises ``BuildError`` naming the log on failure.
         """
         b = self.builder
-        argv = [b.client, *b.argv, "--progress=plain", "-f", str(dockerfile),
+        head = list(b.argv)
+        archive = None
+        if source_date_epoch and self.rewrites_timestamps:
+            archive = iidfile.with_name(iidfile.name + ".oci.tar")
+            head = [a for a in head if a != "--load"] + [
+                "--output", f"type=oci,dest={archive},rewrite-timestamp=true"]
+        argv = [b.client, *head, "--progress=plain", "-f", str(dockerfile),
                 "--iidfile", str(iidfile)]
+        if source_date_epoch:
+            argv += ["--build-arg", f"SOURCE_DATE_EPOCH={int(source_date_epoch)}"]
         metadata = iidfile.with_name(iidfile.name + ".metadata.json")
         if b.argv[0] == "buildx":
             argv += ["--metadata-file", str(metadata)]
@@ -281,7 +308,27 @@ class Engine:
                 reason = ("the client lost its connection to the Docker engine mid-build (it "
                           f"said: {reason[:160]})")
             raise BuildError(f"build failed (exit {rc}): {reason}; log: {log_path}")
+        if archive is not None:
+            self._load(archive, log_path)
         return self._built_id(iidfile.read_text().strip(), metadata)
+
+    def _load(self, archive: Path, log_path: Path) -> None:
+        """``docker load`` an OCI archive a build wrote, then remove it. Its output is
+        appended to ``log_path``. Raises ``BuildError``."""
+        b = self.builder
+        try:
+            with open(log_path, "a", encoding="utf-8") as log:
+                log.write(f"$ {b.client} load -i {archive}\n")
+                log.flush()
+                proc = subprocess.run([b.client, "load", "-i", str(archive)], stdout=log,
+                                      stderr=subprocess.STDOUT, env={**os.environ, **dict(b.env)},
+                                      timeout=3600)
+        except subprocess.TimeoutExpired:
+            raise BuildError(f"loading the built image took over an hour; log: {log_path}") from None
+        finally:
+            archive.unlink(missing_ok=True)
+        if proc.returncode != 0:
+            raise BuildError(f"loading the built image failed (exit {proc.returncode}); log: {log_path}")
 
     def _built_id(self, iid: str, metadata: Path) -> str:
         """The engine's id of the image a build wrote. The iidfile holds the config digest
@@ -318,6 +365,14 @@ class Engine:
         if not self.uses_buildx:
             return f"{name}: the client {self.builder.describe()} has no buildx for multi-platform builds"
         return ""
+
+    @property
+    def rewrites_timestamps(self) -> bool:
+        """Whether builds here export with ``rewrite-timestamp`` (``reproducible()`` is
+        ''); asked of the engine once."""
+        if self._rewrites is None:
+            self._rewrites = not self.reproducible()
+        return self._rewrites
 
     def reproducible(self) -> str:
         """'' when builds here can be bit-for-bit reproducible, else why not.

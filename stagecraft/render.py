@@ -325,9 +325,16 @@ def label_instruction(labels: dict[str, str]) -> str:
 _LABEL_KEY = re.compile(r"[a-z0-9]+([._-][a-z0-9]+)*")
 
 
+# After each FROM: the stage's RUN steps see the SOURCE_DATE_EPOCH build argument when a
+# build passes one (stagecraft passes the lock's), so what they write is dated by it and
+# Python compiles hash-based .pyc files (py_compile, PEP 552): a rebuild gives the same
+# bytes. Without the argument the ARG is unset and changes nothing.
+EPOCH_ARG = "ARG SOURCE_DATE_EPOCH\n"
+
+
 def stage_dockerfile(stage: RenderedStage, parent_ref: str, trailer: str = "") -> str:
     """The Dockerfile that builds one stage on its own, on the image ``parent_ref``."""
-    return f"FROM {parent_ref}\n{stage.text}{trailer}"
+    return f"FROM {parent_ref}\n{EPOCH_ARG}{stage.text}{trailer}"
 
 
 def tag_dockerfile(matrix: Matrix, spec: ImageSpec, stages: list[RenderedStage],
@@ -342,7 +349,7 @@ def tag_dockerfile(matrix: Matrix, spec: ImageSpec, stages: list[RenderedStage],
     parts = [head]
     for i, stage in enumerate(stages):
         parent = stage.parent or base_ref
-        parts.append(f"\nFROM {parent} AS {stage.name}\n{stage.text}")
+        parts.append(f"\nFROM {parent} AS {stage.name}\n{EPOCH_ARG}{stage.text}")
         if i == len(stages) - 1:
             parts.append(label_instruction(labels))
     return "".join(parts)

@@ -2,6 +2,7 @@
 # Build: DOCKER_BUILDKIT=1 docker build -f THIS_FILE -t stagecraft/paddle:2.6.2-cpu [--secret id=pip-ca,src=CA_BUNDLE] PROJECT_DIR
 
 FROM docker.io/library/debian:bookworm-slim@sha256:7c7b2c966bc9ee8cedfeef67e0e279108992c77681fa595db4a9d65c06ccc587 AS base
+ARG SOURCE_DATE_EPOCH
 # base: debian 12 (bookworm) with its own Python 3.11,
 # tini and the system libraries the frameworks load. Framework-independent: one base
 # serves every image of this distro.
@@ -134,7 +135,8 @@ RUN apt-get update \
  && rm -f /tmp/stagecraft-apt.lock \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
-           /var/cache/debconf/*-old
+           /var/log/alternatives.log /var/cache/ldconfig/aux-cache /var/cache/debconf/*-old \
+           /var/lib/dpkg/*-old
 # A non-root default user (uid 1000). Home and /workspace belong to group 0 and are
 # group-writable, so `docker run --user <any uid>` (gid 0 by default) works too.
 RUN groupadd --gid 1000 worker \
@@ -149,6 +151,7 @@ LABEL io.stagecraft.os="debian" \
       io.stagecraft.python="3.11"
 
 FROM base AS runtime
+ARG SOURCE_DATE_EPOCH
 # runtime: paddlepaddle 2.6.2 (cpu) in a
 # virtual environment on the distro's Python 3.11.
 # System libraries this framework build loads, and those the frameworks' common toolkits
@@ -292,7 +295,9 @@ RUN apt-get update \
       'libz3-4=4.8.12-3.1' \
  && rm -f /tmp/stagecraft-apt.lock \
  && apt-get clean \
- && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
+           /var/log/alternatives.log /var/cache/ldconfig/aux-cache /var/cache/debconf/*-old \
+           /var/lib/dpkg/*-old
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # Users extend this environment as they are (the default user, any uid in group 0, a

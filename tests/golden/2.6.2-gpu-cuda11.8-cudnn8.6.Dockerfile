@@ -2,6 +2,7 @@
 # Build: DOCKER_BUILDKIT=1 docker build -f THIS_FILE -t stagecraft/paddle:2.6.2-gpu-cuda11.8-cudnn8.6 [--secret id=pip-ca,src=CA_BUNDLE] PROJECT_DIR
 
 FROM docker.io/library/debian:bookworm-slim@sha256:7c7b2c966bc9ee8cedfeef67e0e279108992c77681fa595db4a9d65c06ccc587 AS base
+ARG SOURCE_DATE_EPOCH
 # base: debian 12 (bookworm) with its own Python 3.11,
 # tini and the system libraries the frameworks load. Framework-independent: one base
 # serves every image of this distro.
@@ -134,7 +135,8 @@ RUN apt-get update \
  && rm -f /tmp/stagecraft-apt.lock \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
-           /var/cache/debconf/*-old
+           /var/log/alternatives.log /var/cache/ldconfig/aux-cache /var/cache/debconf/*-old \
+           /var/lib/dpkg/*-old
 # A non-root default user (uid 1000). Home and /workspace belong to group 0 and are
 # group-writable, so `docker run --user <any uid>` (gid 0 by default) works too.
 RUN groupadd --gid 1000 worker \
@@ -149,6 +151,7 @@ LABEL io.stagecraft.os="debian" \
       io.stagecraft.python="3.11"
 
 FROM base AS cuda
+ARG SOURCE_DATE_EPOCH
 # cuda: CUDA 11.8 runtime libraries and cuDNN 8.6.0, from pypi.
 # Framework-independent: every image with these components shares this stage. Laid out
 # as tools expect: /usr/local/cuda-11.8/lib64, /usr/local/cuda -> it, the loader cache, and
@@ -212,6 +215,7 @@ LABEL io.stagecraft.cuda="11.8" \
       io.stagecraft.cuda.min-driver-compat="450.80.02"
 
 FROM cuda AS accel
+ARG SOURCE_DATE_EPOCH
 # accel: accelerator libraries over CUDA 11.8: NCCL 2.15.5.
 # Framework-independent, from NVIDIA's wheels on PyPI, installed as Python distributions
 # into /opt/venv beside the CUDA wheels (nothing of those moves) and linked into
@@ -254,7 +258,9 @@ RUN apt-get update \
       'librdmacm1=44.0-2' \
  && rm -f /tmp/stagecraft-apt.lock \
  && apt-get clean \
- && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
+           /var/log/alternatives.log /var/cache/ldconfig/aux-cache /var/cache/debconf/*-old \
+           /var/lib/dpkg/*-old
 RUN --mount=type=secret,id=pip-ca,required=false \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
  && umask 0002 \
@@ -282,6 +288,7 @@ RUN --mount=type=secret,id=pip-ca,required=false \
 LABEL io.stagecraft.nccl="2.15.5"
 
 FROM accel AS runtime
+ARG SOURCE_DATE_EPOCH
 # runtime: paddlepaddle-gpu 2.6.2 (nvidia) in a
 # virtual environment on the distro's Python 3.11.
 # System libraries this framework build loads, and those the frameworks' common toolkits
@@ -431,7 +438,9 @@ RUN apt-get update \
       'libz3-4=4.8.12-3.1' \
  && rm -f /tmp/stagecraft-apt.lock \
  && apt-get clean \
- && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
+           /var/log/alternatives.log /var/cache/ldconfig/aux-cache /var/cache/debconf/*-old \
+           /var/lib/dpkg/*-old
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # Users extend this environment as they are (the default user, any uid in group 0, a

@@ -2,6 +2,7 @@
 # Build: DOCKER_BUILDKIT=1 docker build -f THIS_FILE -t stagecraft/paddle:3.3.1-cpu-debian13 [--secret id=pip-ca,src=CA_BUNDLE] PROJECT_DIR
 
 FROM docker.io/library/debian:trixie-slim@sha256:a29215f6a35e51e22adffa17f89e9d2ef06214e64a2bad10d765c46aea49f11f AS base
+ARG SOURCE_DATE_EPOCH
 # base: debian 13 (trixie) with its own Python 3.13,
 # tini and the system libraries the frameworks load. Framework-independent: one base
 # serves every image of this distro.
@@ -104,7 +105,8 @@ RUN apt-get update \
  && rm -f /tmp/stagecraft-apt.lock \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
-           /var/cache/debconf/*-old
+           /var/log/alternatives.log /var/cache/ldconfig/aux-cache /var/cache/debconf/*-old \
+           /var/lib/dpkg/*-old
 # A non-root default user (uid 1000). Home and /workspace belong to group 0 and are
 # group-writable, so `docker run --user <any uid>` (gid 0 by default) works too.
 RUN groupadd --gid 1000 worker \
@@ -119,6 +121,7 @@ LABEL io.stagecraft.os="debian" \
       io.stagecraft.python="3.13"
 
 FROM base AS runtime
+ARG SOURCE_DATE_EPOCH
 # runtime: paddlepaddle 3.3.1 (cpu) in a
 # virtual environment on the distro's Python 3.13.
 # System libraries this framework build loads, and those the frameworks' common toolkits
@@ -262,7 +265,9 @@ RUN apt-get update \
       'mesa-libgallium=25.0.7-2+deb13u1' \
  && rm -f /tmp/stagecraft-apt.lock \
  && apt-get clean \
- && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
+           /var/log/alternatives.log /var/cache/ldconfig/aux-cache /var/cache/debconf/*-old \
+           /var/lib/dpkg/*-old
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # Users extend this environment as they are (the default user, any uid in group 0, a
