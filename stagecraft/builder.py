@@ -29,7 +29,7 @@ from .cabundle import SECRET_ID, CABundle
 from .capabilities import check_cache_options
 from .engine import Engine
 from .errors import BuildError
-from .plan import Plan, StageNode
+from .plan import LABEL_STAGE, Plan, StageNode
 from .scratch import claimed_log
 from .tagging import TagJournal, apply_tags
 
@@ -37,6 +37,8 @@ from .tagging import TagJournal, apply_tags
 # them under load (moby/buildkit#4305, docker/buildx#2064). Such a build is tried again.
 TRANSIENT_RE = re.compile(r"rpc error: code = (Internal|Unavailable) desc = .*(EOF|transport)")
 TRANSIENT_TRIES = 3
+# Under the state directory: BuildKit's SLSA provenance of each image, by manifest digest.
+PROVENANCE_DIR = "provenance"
 PROXY_ARGS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "FTP_PROXY", "ALL_PROXY",
               "http_proxy", "https_proxy", "no_proxy", "ftp_proxy", "all_proxy")
 
@@ -135,17 +137,20 @@ def _stage_context(node: StageNode, root: Path, into: Path) -> Path:
 def build_node_image(engine: Engine, node: StageNode, root: Path, log_path: Path,
                      secrets: dict[str, Path], build_args: dict[str, str],
                      extra_args: list[str] | tuple[str, ...] = (), progress: BuildLog | None = None,
-                     on_step: Callable[[str], None] | None = None) -> str:
+                     on_step: Callable[[str], None] | None = None,
+                     provenance_dir: Path | None = None) -> str:
     """One BuildKit build of ``node`` in a fresh context (its Dockerfile and the files it
     copies from ``root``), for its base's platform, with its base's SOURCE_DATE_EPOCH;
-    returns the image id. Raises ``BuildError``."""
+    returns the image id. A label stage (an image's last) keeps BuildKit's provenance in
+    ``provenance_dir`` where the engine makes it (``Engine.build``). Raises ``BuildError``."""
     with tempfile.TemporaryDirectory(prefix="stagecraft-ctx-") as tmp:
         ctx = _stage_context(node, root, Path(tmp) / "context")
         platform_args = ["--platform", node.base.platform] if node.base.foreign else []
         return engine.build(ctx / "Dockerfile", ctx, log_path, Path(tmp) / "iid", secrets,
                             on_step=on_step, build_args=build_args,
                             extra_args=[*platform_args, *extra_args], progress=progress,
-                            source_date_epoch=node.base.source_date_epoch)
+                            source_date_epoch=node.base.source_date_epoch,
+                            provenance_dir=provenance_dir if node.stage == LABEL_STAGE else None)
 
 
 def _link_line(spec: cache.CacheSpec, node: StageNode) -> None:
@@ -197,6 +202,12 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
     logs = opts.state_dir / "logs"
     secrets = {SECRET_ID: opts.ca_bundle.path} if opts.ca_bundle else {}
     build_args = proxy_args()
+    # BuildKit's provenance records the build arguments; proxy settings may carry
+    # credentials, so a run that passes them keeps no provenance.
+    provenance_dir = None if build_args else opts.state_dir / PROVENANCE_DIR
+    if build_args and engine.rewrites_timestamps:
+        warn(f"no provenance kept: the proxy settings ({', '.join(sorted(build_args))}) would be "
+             "recorded in it")
     total = len(plan.nodes)
     pending = dict(plan.nodes)
     order = list(plan.nodes)
@@ -257,7 +268,8 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
                 image_id = build_node_image(
                     engine, node, root, log_path, secrets, build_args,
                     [*cache_args, "-t", node.image_ref], progress,
-                    on_step=lambda s: say(f"  {node.stage}@{short} {s[:110]}"))
+                    on_step=lambda s: say(f"  {node.stage}@{short} {s[:110]}"),
+                    provenance_dir=provenance_dir)
                 break
             except BuildError as exc:
                 failed_cache = progress.cache_export_errors + progress.cache_import_errors

@@ -807,8 +807,8 @@ def _push(engine: Any, matrix: Matrix, chosen: list[ImageSpec], args: argparse.N
     if key is not None:
         _sign_run(run, kit, key, state, engine, matrix, chosen, daemon.insecure(registry))
     else:
-        _say("not signed: no --sign-key (or STAGECRAFT_COSIGN_KEY); `build.py verify` will refuse "
-             "these digests")
+        _say("not signed: no --sign-key (or STAGECRAFT_COSIGN_KEY), so no SBOM, provenance or "
+             "test record attached or attested; `build.py verify` will refuse these digests")
     if run.error:
         _say(f"failed: {run.error}")
     return run
@@ -819,6 +819,7 @@ def _sign_run(run: Any, kit: dict[str, str], key: Path, state: Path, engine: Any
     """Attach the SBOM, sign and attest every pushed digest of ``run``; a failure marks
     the run failed (exit 1)."""
     from . import signing
+    from .builder import PROVENANCE_DIR
     from .testing import sbom_path, write_sbom
 
     specs = {s.tag: s for s in chosen}
@@ -829,8 +830,13 @@ def _sign_run(run: Any, kit: dict[str, str], key: Path, state: Path, engine: Any
         sbom = sbom_path(state, img.image_id)
         if not sbom.is_file():
             sbom = write_sbom(engine, matrix, specs[img.tag], img.ref, img.image_id, state)
+        provenance = state / PROVENANCE_DIR / f"{img.digest.removeprefix('sha256:')}.intoto.json"
+        if not provenance.is_file() and engine.rewrites_timestamps:
+            _say(f"  {at[:80]}: no provenance kept in {provenance.parent} (built with another "
+                 "--state-dir, or with proxy settings); it is pushed without one")
         try:
-            done = signing.sign_pushed(kit, key, at, sbom, Path(img.test.record), insecure)
+            done = signing.sign_pushed(kit, key, at, sbom, Path(img.test.record), insecure,
+                                       provenance if provenance.is_file() else None)
         except BuildError as exc:
             run.ok, run.error = False, str(exc)
             _say(f"  FAILED: {exc}")
@@ -965,6 +971,9 @@ def cmd_verify_reproducible(args: argparse.Namespace) -> int:
     bundle = find_ca_bundle(args.ca_bundle, args.no_ca_bundle)
     wanted = _check_platforms(engine, _platforms(chosen, args), bool(args.platform))
     plan = _plan(matrix, chosen, args, wanted)
+    if any(not b.source_date_epoch for b in plan.bases):
+        _say("warning: no matrix.lock entry for this base, so no SOURCE_DATE_EPOCH: file times "
+             "and the image config's dates are the build's and will differ (run `build.py lock`)")
     state = _state_dir(matrix, args)
     report = build_plan(engine, plan, matrix.root,
                         BuildOptions(args.repository or matrix.repository, state, args.jobs,

@@ -10,8 +10,10 @@ the buildx component is missing"), so it is skipped. ``detect_builder`` tries ev
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -23,9 +25,9 @@ from pathlib import Path
 import docker
 import docker.errors
 
+from . import platforms
 from .buildlog import BuildLog
 from .capabilities import EngineFacts, parse_buildx_inspect
-from . import platforms
 from .errors import BuildError, InputError
 
 VERSION_RE = re.compile(r"^\d+\.\d+")  # what `docker version --format {{.Client.Version}}` prints
@@ -229,7 +231,8 @@ class Engine:
     def build(self, dockerfile: Path, context: Path, log_path: Path, iidfile: Path,
               secrets: dict[str, Path], on_step: Callable[[str], None] | None = None,
               build_args: dict[str, str] | None = None, extra_args: Iterable[str] = (),
-              progress: BuildLog | None = None, source_date_epoch: int = 0) -> str:
+              progress: BuildLog | None = None, source_date_epoch: int = 0,
+              provenance_dir: Path | None = None) -> str:
         """Build one Dockerfile with BuildKit; returns the image id.
 
         The full plain-progress output goes to ``log_path`` and, line by line, to
@@ -238,22 +241,33 @@ class Engine:
         mounts: never in a layer). ``source_date_epoch`` (seconds; 0: none) is passed as
         the ``SOURCE_DATE_EPOCH`` build argument (a stage that declares ``ARG
         SOURCE_DATE_EPOCH`` gives it to its RUN steps: Python then writes hash-based
-        .pyc files, shadow's useradd dates the account with it); where ``reproducible()``
-        holds, the image is also exported with ``rewrite-timestamp=true``, so file times
-        in new layers, the config and the history are clamped to it (BuildKit's
-        docs/build-repro.md). BuildKit 0.13 refuses that option where it unpacks the
-        image into the engine (``--load``: 'exporter option "rewrite-timestamp" conflicts
-        with "unpack"', moby/buildkit#4057), so such a build is exported as an OCI
-        archive beside ``iidfile`` and loaded (``docker load``; the names given with
-        ``-t`` come with it). Raises ``BuildError`` naming the log on failure.
+        .pyc files, shadow's useradd dates the account with it).
+
+        Where ``rewrites_timestamps`` holds (BuildKit 0.13 through buildx with the
+        containerd image store), a build with an epoch is exported with
+        ``rewrite-timestamp=true``, so file times in new layers, the config and the
+        history are clamped to it (BuildKit's docs/build-repro.md); and a build given a
+        ``provenance_dir`` gets BuildKit's SLSA provenance (``--provenance=mode=min``),
+        kept as ``<provenance_dir>/<manifest digest hex>.intoto.json`` (the in-toto
+        statement; its subject is the image's manifest digest). BuildKit 0.13 refuses
+        rewrite-timestamp where it unpacks into the engine ('exporter option
+        "rewrite-timestamp" conflicts with "unpack"', moby/buildkit#4057), so such a
+        build is exported as an OCI layout (``load_layout``) and loaded; the image the
+        engine gets is the image manifest itself, not an index with the attestation, so
+        its id is the same for every build of the same inputs. Raises ``BuildError``
+        naming the log on failure.
         """
         b = self.builder
         head = list(b.argv)
-        archive = None
-        if source_date_epoch and self.rewrites_timestamps:
-            archive = iidfile.with_name(iidfile.name + ".oci.tar")
-            head = [a for a in head if a != "--load"] + [
-                "--output", f"type=oci,dest={archive},rewrite-timestamp=true"]
+        layout = None
+        if (source_date_epoch or provenance_dir) and self.rewrites_timestamps:
+            layout = iidfile.with_name(iidfile.name + ".oci")
+            opts = f"type=oci,dest={layout},tar=false"
+            if source_date_epoch:
+                opts += ",rewrite-timestamp=true"
+            head = [a for a in head if a != "--load"] + ["--output", opts]
+            if provenance_dir is not None:
+                head = [("--provenance=mode=min" if a == "--provenance=false" else a) for a in head]
         argv = [b.client, *head, "--progress=plain", "-f", str(dockerfile),
                 "--iidfile", str(iidfile)]
         if source_date_epoch:
@@ -308,27 +322,55 @@ class Engine:
                 reason = ("the client lost its connection to the Docker engine mid-build (it "
                           f"said: {reason[:160]})")
             raise BuildError(f"build failed (exit {rc}): {reason}; log: {log_path}")
-        if archive is not None:
-            self._load(archive, log_path)
+        if layout is not None:
+            try:
+                return self.load_layout(layout, log_path, provenance_dir)
+            finally:
+                shutil.rmtree(layout, ignore_errors=True)
         return self._built_id(iidfile.read_text().strip(), metadata)
 
-    def _load(self, archive: Path, log_path: Path) -> None:
-        """``docker load`` an OCI archive a build wrote, then remove it. Its output is
-        appended to ``log_path``. Raises ``BuildError``."""
-        b = self.builder
+    def load_layout(self, layout: Path, log_path: Path, provenance_dir: Path | None = None) -> str:
+        """Load the single image of the OCI layout directory ``layout`` (a build's
+        ``--output type=oci,tar=false``) into the engine (``docker load`` of it as a tar
+        stream); returns its manifest digest, the engine's id for it. When the layout
+        holds an index of the image and BuildKit's attestation manifest, the SLSA
+        provenance statement is written to ``provenance_dir`` (when given) and the image
+        manifest alone is loaded, under the index's name annotations. ``docker load``'s
+        output is appended to ``log_path``. Raises ``BuildError``."""
+        from .ocilayout import single_image
+
         try:
-            with open(log_path, "a", encoding="utf-8") as log:
-                log.write(f"$ {b.client} load -i {archive}\n")
-                log.flush()
-                proc = subprocess.run([b.client, "load", "-i", str(archive)], stdout=log,
+            manifest, statements = single_image(layout)
+        except (OSError, ValueError, KeyError) as exc:
+            raise BuildError(f"the build's OCI layout is not one image ({exc}); log: {log_path}") from None
+        if provenance_dir is not None:
+            for statement in statements:
+                if statement.get("predicateType", "").startswith("https://slsa.dev/provenance/"):
+                    provenance_dir.mkdir(parents=True, exist_ok=True)
+                    out = provenance_dir / f"{manifest.removeprefix('sha256:')}.intoto.json"
+                    out.write_text(json.dumps(statement, indent=1, sort_keys=True) + "\n")
+        b = self.builder
+        with open(log_path, "a", encoding="utf-8") as log:
+            log.write(f"$ tar -C {layout} -cf - . | {b.client} load\n")
+            log.flush()
+            tar = subprocess.Popen(["tar", "-C", str(layout), "-cf", "-", "."], stdout=subprocess.PIPE)
+            try:
+                proc = subprocess.run([b.client, "load"], stdin=tar.stdout, stdout=log,
                                       stderr=subprocess.STDOUT, env={**os.environ, **dict(b.env)},
                                       timeout=3600)
-        except subprocess.TimeoutExpired:
-            raise BuildError(f"loading the built image took over an hour; log: {log_path}") from None
-        finally:
-            archive.unlink(missing_ok=True)
-        if proc.returncode != 0:
-            raise BuildError(f"loading the built image failed (exit {proc.returncode}); log: {log_path}")
+            except subprocess.TimeoutExpired:
+                tar.kill()
+                raise BuildError(f"loading the built image took over an hour; log: {log_path}") from None
+            finally:
+                assert tar.stdout is not None
+                tar.stdout.close()
+                tar.wait()
+        if proc.returncode != 0 or tar.returncode != 0:
+            raise BuildError(f"loading the built image failed (docker load exit {proc.returncode}, "
+                             f"tar exit {tar.returncode}); log: {log_path}")
+        if self.image_id(manifest) is None:
+            raise BuildError(f"the engine has no image {manifest[:19]} after loading it; log: {log_path}")
+        return manifest
 
     def _built_id(self, iid: str, metadata: Path) -> str:
         """The engine's id of the image a build wrote. The iidfile holds the config digest

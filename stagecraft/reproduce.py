@@ -17,6 +17,7 @@ the engine and the state directory; the comparison of two file tables is pure
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
@@ -180,7 +181,7 @@ def layer_table(layer: Path) -> dict[str, Entry]:
                 h = hashlib.sha256()
                 f = tf.extractfile(m)
                 assert f is not None
-                for chunk in iter(lambda: f.read(1 << 20), b""):
+                for chunk in iter(functools.partial(f.read, 1 << 20), b""):
                     h.update(chunk)
                 digest = h.hexdigest()
             kind = ("file" if m.isfile() else "dir" if m.isdir() else "symlink" if m.issym()
@@ -202,7 +203,7 @@ def diff_tables(first: dict[str, Entry], second: dict[str, Entry]) -> list[str]:
             lines.append(f"{path}: only in the {'second' if a is None else 'first'} build")
             continue
         what = [f"{n} {x!r} -> {y!r}" if n not in ("content",) else "content"
-                for n, x, y in zip(_FIELDS, a, b) if x != y]
+                for n, x, y in zip(_FIELDS, a, b, strict=True) if x != y]
         lines.append(f"{path}: {', '.join(what)}")
     return lines
 
@@ -253,7 +254,7 @@ def compare_images(engine: Engine, first_ref: str, second_ref: str, stem: Path) 
         if len(la) != len(lb):
             lines.append(f"layers: {len(la)} in the first build, {len(lb)} in the second")
         details = [str(stem.with_suffix(".diff.txt"))]
-        for i, (a, b) in enumerate(zip(la, lb)):
+        for i, (a, b) in enumerate(zip(la, lb, strict=False)):  # counts differ: said above
             if i < len(ids_a) and i < len(ids_b) and ids_a[i] == ids_b[i]:
                 continue
             lines += [f"layer {i + 1}: {line}" for line in diff_tables(layer_table(a), layer_table(b))]

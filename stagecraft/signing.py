@@ -12,7 +12,11 @@ What one pushed digest gets (``sign_pushed``):
   (``oras attach``; a registry without the referrers API gets oras' tag fallback);
 - a cosign signature of the digest;
 - two signed in-toto attestations on the digest: the SBOM (predicate type ``cyclonedx``)
-  and the test record the push was gated on (``TEST_RECORD_TYPE``).
+  and the test record the push was gated on (``TEST_RECORD_TYPE``);
+- where the image was built on an engine that makes it (BuildKit 0.13 through buildx
+  with the containerd image store), BuildKit's SLSA provenance of the image's last build,
+  attached (artifact type ``application/vnd.in-toto+json``) and attested
+  (``slsaprovenance``).
 
 The test record is itself signed when it is written (``sign_record``: ``build.py test``
 with a key configured), and ``push`` signs nothing whose record's signature does not
@@ -21,8 +25,11 @@ refused, so the signed test attestation only ever carries what the suites said.
 
 ``verify(ref, key)`` checks, for the digest ``ref`` names: the signature; the SBOM
 attestation, that its subject is that digest and that the SBOM describes that image (its
-root component's hash is the image's config digest) and equals the attached SBOM; the
-test record attestation, that it passed and is for that image's config digest.
+root component's hash is the image's id where it was built: the config digest on the
+classic image store, the manifest digest, which is the digest pushed, on the containerd
+image store) and equals the attached SBOM; the test record attestation, that it passed
+and is for that image's id; the
+provenance attestation, when there is one, that its subject is that digest.
 """
 
 from __future__ import annotations
@@ -41,6 +48,9 @@ from .errors import BuildError, InputError
 
 TEST_RECORD_TYPE = "https://stagecraft.dev/attestations/test-record/v1"
 SBOM_ARTIFACT_TYPE = "application/vnd.cyclonedx+json"
+# BuildKit's SLSA provenance, an in-toto statement (predicate https://slsa.dev/provenance/v0.2).
+PROVENANCE_ARTIFACT_TYPE = "application/vnd.in-toto+json"
+PROVENANCE_TYPE = "https://slsa.dev/provenance/v0.2"
 
 
 def key_path(option: str | None) -> Path | None:
@@ -111,34 +121,51 @@ def _http_flags(insecure: bool) -> tuple[list[str], list[str]]:
 
 
 def sign_pushed(tools: dict[str, str], key: Path, ref_at_digest: str, sbom: Path,
-                record: Path, insecure: bool) -> list[str]:
-    """Attach the SBOM to the pushed digest, sign the digest and attest SBOM and test
-    record on it. Returns what was done, one line each. Raises ``BuildError``."""
+                record: Path, insecure: bool, provenance: Path | None = None) -> list[str]:
+    """Attach the SBOM (and BuildKit's provenance statement, when given) to the pushed
+    digest, sign the digest and attest SBOM, test record (and provenance) on it. Returns
+    what was done, one line each. Raises ``BuildError``."""
     oras_http, cosign_http = _http_flags(insecure)
     done = []
     with tempfile.TemporaryDirectory(prefix="stagecraft-sign-") as tmp:
-        name = "sbom.cdx.json"
-        Path(tmp, name).write_bytes(sbom.read_bytes())
-        proc = _run([tools["oras"], "attach", *oras_http, "--artifact-type", SBOM_ARTIFACT_TYPE,
-                     ref_at_digest, f"{name}:{SBOM_ARTIFACT_TYPE}"], "oras attach", cwd=tmp)
-        if proc.returncode != 0:
-            raise BuildError(f"attaching the SBOM to {ref_at_digest} failed: {_last(proc)}")
-        done.append("SBOM attached (OCI referrer)")
-    steps = [
-        ("signed", [tools["cosign"], "sign", "--key", str(key), "--tlog-upload=false", "-y",
-                    *cosign_http, ref_at_digest]),
-        ("SBOM attested", [tools["cosign"], "attest", "--key", str(key), "--tlog-upload=false",
-                           "-y", *cosign_http, "--type", "cyclonedx", "--predicate", str(sbom),
-                           ref_at_digest]),
-        ("test record attested", [tools["cosign"], "attest", "--key", str(key),
-                                  "--tlog-upload=false", "-y", *cosign_http, "--type",
-                                  TEST_RECORD_TYPE, "--predicate", str(record), ref_at_digest]),
-    ]
-    for what, argv in steps:
-        proc = _run(argv, argv[1])
-        if proc.returncode != 0:
-            raise BuildError(f"{argv[1]} of {ref_at_digest} failed: {_last(proc)}")
-        done.append(what)
+        files = [("SBOM", "sbom.cdx.json", SBOM_ARTIFACT_TYPE, sbom)]
+        if provenance is not None:
+            files.append(("provenance", "provenance.intoto.json", PROVENANCE_ARTIFACT_TYPE, provenance))
+        for what, name, kind, src in files:
+            Path(tmp, name).write_bytes(src.read_bytes())
+            proc = _run([tools["oras"], "attach", *oras_http, "--artifact-type", kind,
+                         ref_at_digest, f"{name}:{kind}"], "oras attach", cwd=tmp)
+            if proc.returncode != 0:
+                raise BuildError(f"attaching the {what} to {ref_at_digest} failed: {_last(proc)}")
+            done.append(f"{what} attached (OCI referrer)")
+        predicate = Path(tmp, "provenance.predicate.json")
+        if provenance is not None:
+            statement = json.loads(provenance.read_text())
+            subject = {s.get("digest", {}).get("sha256") for s in statement.get("subject", [])}
+            if ref_at_digest.rsplit("@sha256:", 1)[-1] not in subject:
+                raise BuildError(f"the provenance kept for this image is about {sorted(subject)}, "
+                                 f"not {ref_at_digest}")
+            predicate.write_text(json.dumps(statement.get("predicate") or {}))
+        steps = [
+            ("signed", [tools["cosign"], "sign", "--key", str(key), "--tlog-upload=false", "-y",
+                        *cosign_http, ref_at_digest]),
+            ("SBOM attested", [tools["cosign"], "attest", "--key", str(key), "--tlog-upload=false",
+                               "-y", *cosign_http, "--type", "cyclonedx", "--predicate", str(sbom),
+                               ref_at_digest]),
+            ("test record attested", [tools["cosign"], "attest", "--key", str(key),
+                                      "--tlog-upload=false", "-y", *cosign_http, "--type",
+                                      TEST_RECORD_TYPE, "--predicate", str(record), ref_at_digest]),
+        ]
+        if provenance is not None:
+            steps.append(("provenance attested", [
+                tools["cosign"], "attest", "--key", str(key), "--tlog-upload=false", "-y",
+                *cosign_http, "--type", "slsaprovenance", "--predicate", str(predicate),
+                ref_at_digest]))
+        for what, argv in steps:
+            proc = _run(argv, argv[1])
+            if proc.returncode != 0:
+                raise BuildError(f"{argv[1]} of {ref_at_digest} failed: {_last(proc)}")
+            done.append(what)
     return done
 
 
@@ -196,6 +223,9 @@ def verify(tools: dict[str, str], ref: str, pub: Path, insecure: bool) -> Verifi
                  *cosign_http, at], "cosign verify")
     v.checks.append(("signature", proc.returncode == 0,
                      "valid for this key" if proc.returncode == 0 else _last(proc)))
+    # The image's id where it was built: its config digest (classic image store) or its
+    # manifest digest, the digest pushed (containerd image store).
+    ids = {i for i in (config, v.digest) if i}
     # The SBOM: signed, bound to this digest, describing this image, and the one attached.
     stmt, why = _attestation(tools, pub, at, "cyclonedx", cosign_http)
     if stmt is None:
@@ -204,7 +234,7 @@ def verify(tools: dict[str, str], ref: str, pub: Path, insecure: bool) -> Verifi
         subject = {s["digest"].get("sha256") for s in stmt.get("subject", [])}
         bom = stmt.get("predicate") or {}
         root = ((bom.get("metadata") or {}).get("component") or {}).get("hashes") or []
-        describes = any(h.get("content") == config.split(":")[-1] for h in root) and config
+        describes = any(f"sha256:{h.get('content')}" in ids for h in root) and config
         attached = _attached_sbom(tools, at, oras_http)
         ok = v.digest.split(":")[-1] in subject and bool(describes) and attached == bom
         detail = (f"{len(bom.get('components', []))} components, for image {config[:19]}" if ok else
@@ -218,11 +248,22 @@ def verify(tools: dict[str, str], ref: str, pub: Path, insecure: bool) -> Verifi
         v.checks.append(("tests", False, f"no valid test record attestation: {why}"))
     else:
         rec = stmt.get("predicate") or {}
-        ok = rec.get("passed") is True and rec.get("image_id") == config and bool(config)
-        detail = (f"passed {rec.get('counts')} for image {config[:19]}" if ok else
-                  "the record is for another image" if rec.get("image_id") != config else
+        ok = rec.get("passed") is True and rec.get("image_id") in ids and bool(config)
+        detail = (f"passed {rec.get('counts')} for image {rec.get('image_id', '')[:19]}" if ok else
+                  "the record is for another image" if rec.get("image_id") not in ids else
                   f"the tests did not pass {rec.get('counts')}")
         v.checks.append(("tests", ok, detail))
+    # BuildKit's provenance, where the image was built on an engine that makes it: signed
+    # and about this digest. None attested is said, not failed (Docker 20.10 makes none).
+    stmt, why = _attestation(tools, pub, at, "slsaprovenance", cosign_http)
+    if stmt is None:
+        v.checks.append(("provenance", True, "none attested (built where BuildKit makes none)"))
+    else:
+        subject = {s["digest"].get("sha256") for s in stmt.get("subject", [])}
+        builder = ((stmt.get("predicate") or {}).get("builder") or {}).get("id", "")
+        ok = v.digest.split(":")[-1] in subject and stmt.get("predicateType") == PROVENANCE_TYPE
+        v.checks.append(("provenance", ok, f"SLSA provenance v0.2 by BuildKit{f' ({builder})' if builder else ''}"
+                         if ok else "its subject is not this digest"))
     return v
 
 

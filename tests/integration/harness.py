@@ -30,3 +30,20 @@ def run_cli(*args: str, timeout: float = 3600, cwd: Path = ROOT) -> subprocess.C
                           capture_output=True, text=True, timeout=timeout)
 
 
+
+
+def six_project(root: Path, repository: str) -> Path:
+    """A project of the small `six` matrix (tests/unit/minimal_matrix.py: a real Debian
+    base, real apt and pip) under ``root``, its images named ``repository``: the copied
+    paths as real files, the suites linked; returns its matrix.yaml."""
+    import shutil
+
+    from tests.unit.minimal_matrix import MINIMAL
+
+    caches = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("templates", "entrypoint", "probes"):
+        shutil.copytree(ROOT / name, root / name, ignore=caches)
+    (root / "tests").symlink_to(ROOT / "tests")
+    matrix = root / "matrix.yaml"
+    matrix.write_text(MINIMAL.replace("repository: example/fw", f"repository: {repository}"))
+    return matrix

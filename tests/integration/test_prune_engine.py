@@ -10,15 +10,13 @@ longer references. One of them also carries a name of the user's: it stays.
 from __future__ import annotations
 
 import json
-import shutil
 import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.integration import engines
-from tests.integration.harness import ROOT
-from tests.unit.minimal_matrix import MINIMAL
+from tests.integration.harness import six_project
 
 pytestmark = [pytest.mark.modern]
 
@@ -30,12 +28,7 @@ FOREIGN = "example/keep-me:old-runtime"
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("six-prune")
-    caches = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("templates", "entrypoint", "probes"):
-        shutil.copytree(ROOT / name, root / name, ignore=caches)
-    (root / "tests").symlink_to(ROOT / "tests")
-    matrix = root / "matrix.yaml"
-    matrix.write_text(MINIMAL.replace("repository: example/fw", f"repository: {REPO}"))
+    matrix = six_project(root, REPO)
     local = root / "local-cache"
     runner = engines.fresh_runner()
 
