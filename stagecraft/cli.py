@@ -832,8 +832,9 @@ def _sign_run(run: Any, kit: dict[str, str], key: Path, state: Path, engine: Any
             sbom = write_sbom(engine, matrix, specs[img.tag], img.ref, img.image_id, state)
         provenance = state / PROVENANCE_DIR / f"{img.digest.removeprefix('sha256:')}.intoto.json"
         if not provenance.is_file() and engine.rewrites_timestamps:
-            _say(f"  {at[:80]}: no provenance kept in {provenance.parent} (built with another "
-                 "--state-dir, or with proxy settings); it is pushed without one")
+            _say(f"  {at[:80]}: no provenance for this digest in {provenance.parent} (it is kept "
+                 "per image manifest, so an index of several platforms, an image built with another "
+                 "--state-dir or with proxy settings has none there); pushed without one")
         try:
             done = signing.sign_pushed(kit, key, at, sbom, Path(img.test.record), insecure,
                                        provenance if provenance.is_file() else None)
