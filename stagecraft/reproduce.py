@@ -90,6 +90,21 @@ def verify_plan(engine: Engine, plan: Plan, root: Path, state_dir: Path,
     out.mkdir(parents=True, exist_ok=True)
     secrets = {SECRET_ID: ca_bundle.path} if ca_bundle else {}
     made: list[str] = []
+
+    def check_one(check: StageCheck, first_ref: str, ref: str, what: str,
+                  second: Callable[[], str]) -> None:
+        """Make the second image (named ``ref``) with ``second()``, then compare."""
+        say(f"{check.stage}@{check.key[:12]} ({check.platform}): {what}")
+        made.append(ref)  # before the build: a name left by an interrupted one goes too
+        t0 = time.monotonic()
+        try:
+            check.second = second()
+        except BuildError as exc:
+            check.error = str(exc)
+        check.seconds = time.monotonic() - t0
+        _finish(engine, check, first_ref, ref, out, say)
+        report.checks.append(check)
+
     try:
         for base in plan.bases:
             if base.source != "bootstrap":
@@ -99,42 +114,30 @@ def verify_plan(engine: Engine, plan: Plan, root: Path, state_dir: Path,
             if not first:
                 raise BuildError(f"base {base.ref} is not in the engine; build the tag first")
             check = StageCheck("base-image", base.identity.rsplit("@", 1)[-1], base.platform, first)
-            t0 = time.monotonic()
-            say(f"base {base.name} ({base.platform}): debootstrap and import again")
             ref = f"{VERIFY_REPOSITORY}/base-image:{check.key[:24]}"
-            try:
+
+            def bootstrap_again(base=base, ref=ref) -> str:
                 with tempfile.TemporaryDirectory(prefix="stagecraft-rootfs-") as tmp:
                     tarball = bootstrap_rootfs(base, Path(tmp))
                     repo, tag = ref.rsplit(":", 1)
-                    check.second = engine.import_tarball(
+                    return engine.import_tarball(
                         tarball, repo, tag, changes=['CMD ["bash"]', "ENV LANG=C.UTF-8"],
                         platform=base.platform if base.foreign else "",
                         source_date_epoch=base.source_date_epoch)
-                made.append(ref)
-            except BuildError as exc:
-                check.error = str(exc)
-            check.seconds = time.monotonic() - t0
-            _finish(engine, check, base.ref, ref, out, say)
-            report.checks.append(check)
+
+            check_one(check, base.ref, ref, "debootstrap and import again", bootstrap_again)
         for key, node in plan.nodes.items():
             first = engine.image_id(node.image_ref)
             if not first:
                 raise BuildError(f"{node.image_ref} is not in the engine; build the tag first")
             check = StageCheck(node.stage, key, node.base.platform, first)
             ref = f"{VERIFY_REPOSITORY}/{node.stage}:{key[:24]}"
-            t0 = time.monotonic()
-            say(f"{node.stage}@{key[:12]} ({node.base.platform}): building again with no cache")
             with claimed_log(out / f"{node.stage}-{key[:12]}.log") as log_path:
                 check.log = str(log_path)
-                try:
-                    check.second = build_node_image(engine, node, root, log_path, secrets,
-                                                    proxy_args(), ["--no-cache", "-t", ref])
-                    made.append(ref)
-                except BuildError as exc:
-                    check.error = str(exc)
-            check.seconds = time.monotonic() - t0
-            _finish(engine, check, node.image_ref, ref, out, say)
-            report.checks.append(check)
+                check_one(check, node.image_ref, ref, "building again with no cache",
+                          lambda node=node, ref=ref, log_path=log_path: build_node_image(
+                              engine, node, root, log_path, secrets, proxy_args(),
+                              ["--no-cache", "-t", ref]))
     finally:
         for ref in made:
             try:
