@@ -73,10 +73,11 @@ def test_device_string_agrees_with_paddle(host, spec):
 ROUND_TRIP_TOL = {"cpu": {"rtol": 1e-5, "atol": 1e-5}, "gpu": {"rtol": 1e-3, "atol": 1e-3}}
 
 ROUND_TRIP = """
-import json, os, tempfile
+import json, os, platform, tempfile
 import numpy as np
 import paddle
 from paddle import inference
+from paddle.base import core
 paddle.seed(0)
 net = paddle.nn.Sequential(paddle.nn.Linear(8, 16), paddle.nn.ReLU(), paddle.nn.Linear(16, 4))
 net.eval()
@@ -92,26 +93,36 @@ if gpu:
     config.enable_use_gpu(64, 0)
 else:
     config.disable_gpu()
-    config.enable_mkldnn()
+    if core.is_compiled_with_mkldnn():
+        config.enable_mkldnn()
 predictor = inference.create_predictor(config)
 predictor.get_input_handle(predictor.get_input_names()[0]).copy_from_cpu(x.numpy())
 predictor.run()
 got = predictor.get_output_handle(predictor.get_output_names()[0]).copy_to_cpu()
 print(json.dumps({"files": sorted(os.listdir(d)), "gpu": bool(gpu), "onednn": config.mkldnn_enabled(),
+                  "machine": platform.machine(), "with_onednn": core.is_compiled_with_mkldnn(),
                   "shape": list(got.shape), "want": want.tolist(), "got": got.tolist()}))
 """
 
 
 def test_dynamic_to_static_to_inference_round_trip(py, spec):
     """A small net in dynamic mode, `paddle.jit.save`, a `paddle.inference` predictor
-    (oneDNN on for CPU; the GPU predictor where a GPU is visible, else the CPU one, as on
-    a GPU image on a host without a GPU): the same outputs within ROUND_TRIP_TOL."""
+    (oneDNN on for CPU where the wheel has it; the GPU predictor where a GPU is visible,
+    else the CPU one, as on a GPU image on a host without a GPU): the same outputs within
+    ROUND_TRIP_TOL. PyPI's x86_64 wheels are built with oneDNN; the aarch64 ones without
+    it (`paddle.version.mkl()` is OFF there, `is_compiled_with_mkldnn()` False): their
+    predictor runs Paddle's own CPU kernels."""
     got = json.loads(py(ROUND_TRIP, timeout=300).strip().splitlines()[-1])
     device = "gpu" if got["gpu"] else "cpu"
     assert any(f.endswith(".pdiparams") for f in got["files"]), f"{spec['tag']}: saved {got['files']}"
     assert got["shape"] == [5, 4], f"{spec['tag']}: predictor output shape {got['shape']}"
+    want_onednn = got["machine"] == "x86_64"
+    assert got["with_onednn"] == want_onednn, (
+        f"{spec['tag']}: the {got['machine']} wheel is "
+        f"{'' if got['with_onednn'] else 'not '}built with oneDNN; PyPI's x86_64 wheels are, the aarch64 ones are not")
     if device == "cpu":
-        assert got["onednn"], f"{spec['tag']}: oneDNN not enabled in the CPU predictor"
+        assert got["onednn"] == want_onednn, (
+            f"{spec['tag']}: oneDNN {'not ' if want_onednn else ''}enabled in the {got['machine']} CPU predictor")
     tol = ROUND_TRIP_TOL[device]
     pairs = [(o, w) for orow, wrow in zip(got["got"], got["want"], strict=True)
              for o, w in zip(orow, wrow, strict=True)]
