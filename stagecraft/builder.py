@@ -164,6 +164,21 @@ def _link_line(spec: cache.CacheSpec, node: StageNode) -> None:
     tmp.replace(line)
 
 
+def index_parts(plan: Plan, images: list) -> dict[str, str]:
+    """Platform -> the local image ref of that platform's final stage, for the images
+    (``plan.images`` entries) of one multi-platform tag: what its OCI image index holds."""
+    return {i.platform: plan.nodes[i.final_key].image_ref for i in images}
+
+
+def index_ref(parts: dict[str, str]) -> str:
+    """The local name of the OCI image index of ``parts`` (``index_parts``): named by
+    its parts, not by the tag (the tag moves with the run's other names), so the same
+    parts always give the same name, and a tag is that index exactly when their image
+    ids agree."""
+    digest = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+    return f"stagecraft-stage/index:{digest[:24]}"
+
+
 def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
                say: Callable[[str], None]) -> BuildReport:
     """Build every node of ``plan`` that is not built yet, then tag the images.
@@ -357,11 +372,8 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
                 image_id = report.stages[imgs[0].final_key].image_id
             else:
                 say(f"{tag}: OCI image index of {', '.join(i.platform for i in imgs)}")
-                # Named by its parts, not by the tag: the tag moves with the others below.
-                parts = {i.platform: plan.nodes[i.final_key].image_ref for i in imgs}
-                digest = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
-                image_id = engine.assemble_index(f"stagecraft-stage/index:{digest[:24]}", parts,
-                                                 logs / f"index-{tag}.log")
+                parts = index_parts(plan, imgs)
+                image_id = engine.assemble_index(index_ref(parts), parts, logs / f"index-{tag}.log")
         except BuildError as exc:
             res.error = str(exc)
             say(f"  {tag} FAILED: {exc}")

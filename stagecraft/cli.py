@@ -707,8 +707,9 @@ def _summary(report: Any, tests: dict[str, Any], args: argparse.Namespace,
 @command("test", "run the testinfra suites against built images", _selection, _json,
          _repository, _state, _platform)
 def cmd_test(args: argparse.Namespace) -> int:
+    from .builder import index_ref
     from .engine import Engine
-    from .testing import check_tools, run_suites
+    from .testing import check_tools, combine, run_suites, save_record
 
     matrix, specs = _load(args)
     chosen = _select(specs, args, default_all=False)
@@ -722,12 +723,16 @@ def cmd_test(args: argparse.Namespace) -> int:
         if engine.image_id(ref) is None:
             raise InputError.one(f"--tag {spec.tag}", f"{ref} is not built",
                                  f"build it first: python3 build.py --tag {spec.tag}")
-    # --platform: each platform's own image of the tag (the final stage of its chain);
-    # without it, the tag itself (the host's platform of an index).
+    # --platform: each platform's own image of the tag (the final stage of its chain).
+    # Without it: the tag itself, unless it is the OCI image index of several platforms
+    # that a build made; then every platform in it, and the index passes only when each
+    # one did (its record is what `push` checks: testing the host's platform alone must
+    # not clear the arm64 image for publishing).
     wanted = _platforms(chosen, args) if args.platform else {}
     for spec in chosen:
         ref = f"{repository}:{spec.tag}"
         images: list[tuple[str, str | None]] = [("", None)]
+        index_id = ""
         if spec.tag in wanted:
             plan = _plan(matrix, [spec], args, {spec.tag: wanted[spec.tag]})
             images = [(i.platform, plan.nodes[i.final_key].image_ref) for i in plan.images]
@@ -736,17 +741,36 @@ def cmd_test(args: argparse.Namespace) -> int:
                 raise InputError.one(f"--tag {spec.tag}", f"{missing[0]} is not built",
                                      f"build it first: python3 build.py --tag {spec.tag} "
                                      f"--platform {args.platform}")
+        elif len(spec.platforms) > 1 and not engine.multi_platform():
+            parts = _index_parts(engine, matrix, spec, args)
+            if parts and engine.image_id(ref) == engine.image_id(index_ref(parts)):
+                images, index_id = list(parts.items()), engine.image_id(ref) or ""
+        tag_results = []
         for platform, image in images:
             _say(f"testing {ref}{' on ' + platform if platform else ''} ({', '.join(spec.tests)})")
             res = run_suites(engine, matrix, spec, ref, _state_dir(matrix, args), image=image)
             _say(res.output_tail if not res.passed else f"  {_counts(res.counts)} in {res.seconds:.1f} s")
-            results.append(res)
+            tag_results.append(res)
+        results += tag_results
+        if index_id:  # the index's own record: passed when every platform passed
+            save_record(_state_dir(matrix, args), combine(tag_results, index_id))
     if args.json:
         _emit_json([asdict(r) for r in results])
     else:
         for r in results:
             print(f"{'PASS' if r.passed else 'FAIL'} {repository}:{r.tag} {r.platform} ({_counts(r.counts)})")
     return EXIT_OK if all(r.passed for r in results) else EXIT_FAILED
+
+
+def _index_parts(engine: Any, matrix: Matrix, spec: ImageSpec,
+                 args: argparse.Namespace) -> dict[str, str]:
+    """Platform -> final-stage image of each of ``spec``'s platforms, as a build on
+    ``engine`` makes them ({} when one of them is not in the engine)."""
+    from .builder import index_parts
+
+    plan = _plan(matrix, [spec], args, {spec.tag: spec.platforms})
+    parts = index_parts(plan, plan.images)
+    return parts if all(engine.image_id(image) for image in parts.values()) else {}
 
 
 def _push(engine: Any, matrix: Matrix, chosen: list[ImageSpec], args: argparse.Namespace,

@@ -15,7 +15,7 @@ import docker
 import pytest
 
 from stagecraft.platforms import host_platform
-from tests.integration import engines
+from tests.integration import engines, platforms_build
 from tests.integration.harness import SPECS, buildable_here
 
 _BUILT: dict[str, dict[str, dict]] = {}
@@ -41,6 +41,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         name = callspec.params.get("engine") if callspec else None
         if name in engines.ENGINES:
             item.add_marker(getattr(pytest.mark, name))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The multi-platform image's emulated build starts now, in the background, when a
+    selected test needs it (``platforms_build``: why)."""
+    if "modern" in engines.selected() and any(
+            "platform_index" in getattr(item, "fixturenames", ()) for item in session.items):
+        platforms_build.start()
 
 
 def engine_pairs(tags: list[str]) -> list:

@@ -141,9 +141,19 @@ def fresh_runner() -> TestEngine:
     return _modern("modern", modern_env(RUNNER, "reset"))
 
 
+# The multi-platform tests' own engine (test_platforms_emulated.py): a third container of
+# the modern engine image, so that its long emulated build can run while other tests
+# count the images of the shared modern engine.
+PLATFORMS = "stagecraft-platforms"
+
+
 @cache
 def get(name: str) -> TestEngine:
-    """The engine called ``name`` (started on first use for ``modern``)."""
+    """The engine called ``name``: ``host``, ``modern`` or ``platforms`` (the modern
+    engine ``PLATFORMS``); a modern one is started on first use. Raises RuntimeError
+    when it cannot start."""
     if name == "host":
         return TestEngine("host")
+    if name == "platforms":
+        return _modern("modern", modern_env(PLATFORMS))
     return _modern("modern", modern_env())
