@@ -254,7 +254,17 @@ def pushed(engine, registry, paddle, state) -> dict:
     if interrupted:
         first.send_signal(signal.SIGINT)
     out, err = first.communicate(timeout=120)
-    time.sleep(1)  # the daemon notices the closed connection and cancels its upload
+    # The daemon notices the closed connection and stops its uploads in its own time. In
+    # a loaded CI run (the emulated arm64 build beside it), Docker 26's resumed push
+    # reported every layer "Pushed" although the registry held a finished blob: most
+    # likely the first push's uploads were still going and the second one waited on
+    # them. Resume once the registry's blobs have stopped changing for 2 s.
+    settled, last, deadline = time.monotonic(), registry.blobs(), time.monotonic() + 120
+    while time.monotonic() - settled < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = registry.blobs()
+        if now != last:
+            settled, last = time.monotonic(), now
     t0 = time.monotonic()
     proc = _cli(engine, *argv, "--json", state=state)
     seconds = time.monotonic() - t0
