@@ -1,12 +1,14 @@
-"""The multi-platform image of test_platforms_emulated.py, built in the background.
+"""The multi-platform image of test_platforms_emulated.py, built and tested in the
+background.
 
 Its arm64 half runs under emulation (qemu): about 7.5 minutes from nothing on this
 project's 2-core machine when it is quiet (BENCHMARKS.md, "Platforms"), nearly all of it
 one emulated process at a time. ``start()`` (called by conftest once the session has
 collected a test that needs the image) begins the build on a thread, on the engine of
-its own (``engines.get("platforms")``, a third container of the modern engine image), so
-it overlaps the unit tests and the other engines' builds instead of adding to them; the
-tests' fixture then waits for it with ``result()``. Nothing else builds on that engine,
+its own (``engines.get("platforms")``, a third container of the modern engine image),
+then `build.py test` of the tag (every platform's suites, arm64 under emulation: about
+2.5 minutes more), so both overlap the unit tests and the other engines' builds instead
+of adding to them; the tests' fixtures then wait for it with ``result()``. Nothing else builds on that engine,
 so no other test sees its images appear.
 """
 
@@ -34,14 +36,17 @@ _FUTURE: Future | None = None
 
 @dataclass(frozen=True)
 class Built:
-    """The build's outcome: ``engine`` it ran on, its ``state`` directory (test records
-    and logs of every later command on the tag go there too), the CLI's completed
-    process (``--json``) and its wall time in seconds."""
+    """The outcome: ``engine`` it ran on, its ``state`` directory (test records and logs
+    of every later command on the tag go there too), the build's completed process
+    (``--json``) and its wall time in seconds, then the test's (None when the build
+    failed)."""
 
     engine: engines.TestEngine
     state: Path
     proc: CompletedProcess
     seconds: float
+    tested: CompletedProcess | None
+    test_seconds: float
 
 
 def _build() -> Built:
@@ -53,12 +58,17 @@ def _build() -> Built:
     state = Path(tempfile.mkdtemp(prefix="stagecraft-platforms-state-"))
     proc = engine.cli("--tag", TAG, "--repository", REPOSITORY, "--state-dir", str(state),
                       "--json", timeout=TIMEOUT_S)
-    return Built(engine, state, proc, time.monotonic() - t0)
+    seconds, t1 = time.monotonic() - t0, time.monotonic()
+    tested = None
+    if proc.returncode == 0:
+        tested = engine.cli("test", "--tag", TAG, "--repository", REPOSITORY,
+                            "--state-dir", str(state), timeout=TIMEOUT_S)
+    return Built(engine, state, proc, seconds, tested, time.monotonic() - t1)
 
 
 def start() -> Future:
-    """Begin the build of ``TAG`` for every platform its group declares (once per
-    process; later calls return the same future). Its ``result()`` is a ``Built``, or
+    """Begin the build of ``TAG`` for every platform its group declares, then its test
+    (once per process; later calls return the same future). Its ``result()`` is a ``Built``, or
     raises what the build raised (RuntimeError when the engine cannot start,
     subprocess.TimeoutExpired after ``TIMEOUT_S`` seconds)."""
     global _FUTURE
