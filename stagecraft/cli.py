@@ -707,7 +707,7 @@ def _summary(report: Any, tests: dict[str, Any], args: argparse.Namespace,
 @command("test", "run the testinfra suites against built images", _selection, _json,
          _repository, _state, _platform)
 def cmd_test(args: argparse.Namespace) -> int:
-    from .builder import index_ref
+    from .builder import index_parts, index_ref
     from .engine import Engine
     from .testing import check_tools, combine, run_suites, save_record
 
@@ -735,7 +735,7 @@ def cmd_test(args: argparse.Namespace) -> int:
         index_id = ""
         if spec.tag in wanted:
             plan = _plan(matrix, [spec], args, {spec.tag: wanted[spec.tag]})
-            images = [(i.platform, plan.nodes[i.final_key].image_ref) for i in plan.images]
+            images = list(index_parts(plan, plan.images).items())
             missing = [image for _, image in images if engine.image_id(image) is None]
             if missing:
                 raise InputError.one(f"--tag {spec.tag}", f"{missing[0]} is not built",

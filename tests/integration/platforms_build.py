@@ -7,9 +7,9 @@ one emulated process at a time. ``start()`` (called by conftest once the session
 collected a test that needs the image) begins the build on a thread, on the engine of
 its own (``engines.get("platforms")``, a third container of the modern engine image),
 then `build.py test` of the tag (every platform's suites, arm64 under emulation: about
-2.5 minutes more), so both overlap the unit tests and the other engines' builds instead
-of adding to them; the tests' fixtures then wait for it with ``result()``. Nothing else builds on that engine,
-so no other test sees its images appear.
+2.5 minutes more). Both overlap the unit tests and the other engines' builds instead of
+adding to them; the tests' fixtures wait for them with ``result()``. Nothing else builds
+on that engine, so no other test sees its images appear.
 """
 
 from __future__ import annotations
@@ -68,9 +68,9 @@ def _build() -> Built:
 
 def start() -> Future:
     """Begin the build of ``TAG`` for every platform its group declares, then its test
-    (once per process; later calls return the same future). Its ``result()`` is a ``Built``, or
-    raises what the build raised (RuntimeError when the engine cannot start,
-    subprocess.TimeoutExpired after ``TIMEOUT_S`` seconds)."""
+    (once per process; later calls return the same future). Its ``result()`` is a
+    ``Built``, or raises what the build raised (RuntimeError when the engine cannot
+    start, subprocess.TimeoutExpired after ``TIMEOUT_S`` seconds)."""
     global _FUTURE
     with _LOCK:
         if _FUTURE is None:
