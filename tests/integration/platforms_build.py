@@ -28,6 +28,12 @@ TAG = "3.2.2-cpu"
 # A repository of its own: these images never take the names other tests use.
 REPOSITORY = "stagecraft-platforms/paddle"
 TIMEOUT_S = 3600
+# The system's temporary directory, read at import (conftest imports this module before
+# any test runs). Not read later: a test that calls the CLI in this process points
+# ``tempfile.tempdir`` (process-wide) at its run's scratch directory for the call's
+# length (stagecraft.scratch.run_scratch) and removes that directory after it, and a
+# state directory made there in this thread went with it, logs and all, mid-build.
+_TMP = tempfile.gettempdir()
 
 _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="platforms-build")
 _LOCK = threading.Lock()
@@ -55,7 +61,7 @@ def _build() -> Built:
     # no-op once `make test`'s set-up did), so two `up`s never make it at once.
     engines.get("modern")
     engine = engines.get("platforms")
-    state = Path(tempfile.mkdtemp(prefix="stagecraft-platforms-state-"))
+    state = Path(tempfile.mkdtemp(prefix="stagecraft-platforms-state-", dir=_TMP))
     proc = engine.cli("--tag", TAG, "--repository", REPOSITORY, "--state-dir", str(state),
                       "--json", timeout=TIMEOUT_S)
     seconds, t1 = time.monotonic() - t0, time.monotonic()
