@@ -20,8 +20,7 @@ import pytest
 import requests
 
 from tests.integration import engines
-from tests.integration.harness import ROOT
-from tests.unit.minimal_matrix import MINIMAL
+from tests.integration.harness import six_project
 
 pytestmark = [pytest.mark.modern]
 
@@ -37,12 +36,7 @@ def baked(tmp_path_factory) -> dict:
     except RuntimeError as exc:
         pytest.fail(str(exc))
     root = tmp_path_factory.mktemp("six-bake")
-    caches = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("templates", "entrypoint", "probes"):
-        shutil.copytree(ROOT / name, root / name, ignore=caches)
-    (root / "tests").symlink_to(ROOT / "tests")
-    boot = root / "bootstrap.yaml"
-    boot.write_text(MINIMAL.replace("repository: example/fw", f"repository: {REPO}"))
+    boot = six_project(root, REPO).rename(root / "bootstrap.yaml")
     # The bootstrapped base of this matrix, in the engine, then in its registry by digest.
     plan = engine.cli("--matrix", str(boot), "plan", "--all", "--json", cwd=root)
     assert plan.returncode == 0, plan.stderr
