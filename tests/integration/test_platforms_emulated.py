@@ -10,9 +10,8 @@ container of the modern engine: Docker 26, buildx, the containerd image store). 
 emulated build and then its suites run in the background from the moment the session has
 collected these tests (conftest, platforms_build: why): from nothing the build costs
 about 7.5 minutes here when the machine is quiet, the arm64 suites about 2.5
-(BENCHMARKS.md, "Platforms"). The
-arm64 `2.6.2-cpu` is left to a native arm64 runner (the GitHub workflow) or a run by
-hand (README, Tests).
+(BENCHMARKS.md, "Platforms"). The arm64 `2.6.2-cpu` is left to a native arm64 runner (the
+GitHub workflow) or a run by hand (README, Tests).
 """
 
 from __future__ import annotations
