@@ -20,7 +20,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 if TYPE_CHECKING:
-    from .matrix import Matrix
+    from .model import Matrix
 
 TABLE_PATH = Path(__file__).with_name("compatibility.yaml")
 
