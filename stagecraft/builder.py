@@ -30,6 +30,7 @@ from .capabilities import check_cache_options
 from .engine import Engine
 from .errors import BuildError
 from .plan import LABEL_STAGE, Plan, StageNode
+from .render import index_dockerfile
 from .scratch import claimed_log
 from .tagging import TagJournal, apply_tags
 
@@ -373,7 +374,8 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
             else:
                 say(f"{tag}: OCI image index of {', '.join(i.platform for i in imgs)}")
                 parts = index_parts(plan, imgs)
-                image_id = engine.assemble_index(index_ref(parts), parts, logs / f"index-{tag}.log")
+                image_id = engine.assemble_index(index_ref(parts), index_dockerfile(parts),
+                                                 parts, logs / f"index-{tag}.log")
         except BuildError as exc:
             res.error = str(exc)
             say(f"  {tag} FAILED: {exc}")
