@@ -10,6 +10,7 @@ on. Pure apart from the threads: what a node means is the caller's.
 
 from __future__ import annotations
 
+import bisect
 import graphlib
 import threading
 from collections.abc import Callable, Collection, Hashable, Mapping
@@ -52,7 +53,7 @@ def run(deps: Mapping[N, Collection[N]], work: Callable[[N], Any], jobs: int, *,
     """Run ``work(node)`` for every node of ``deps`` (node -> the nodes it depends on),
     at most ``jobs`` at once (at least one), each after its dependencies are done. Of
     the nodes ready, the first in ``deps``' order starts first, and a scan in that order
-    stops at the first that finds no free worker.
+    stops at the first that finds no free worker (the order build_plan has always had).
 
     ``on_start(node, number)`` is called just before a node's work is handed to the pool
     (``number``: 1 for the first node started); ``on_end(node, outcome)`` when its work
@@ -110,33 +111,29 @@ class _Run(Generic[N]):
         self.started = 0
 
     def start_what_may_start(self, pool: ThreadPoolExecutor) -> bool:
-        """Scan the ready nodes in order, again while a scan finds one blocked (its
-        dependants may be ready now); True while work is in flight."""
-        while True:
-            self.ready = sorted([*self.ready, *self.sorter.get_ready()], key=self.rank.__getitem__)
-            if not self._scan(pool):
-                return bool(self.running)
-
-    def _scan(self, pool: ThreadPoolExecutor) -> bool:
-        """One scan: block, start, or stop at the first ready node without a free
-        worker. True when it blocked a node."""
-        waiting: list[N] = []
-        blocked_any = False
-        for i, node in enumerate(self.ready):
+        """One scan of the ready nodes in ``deps``' order: block a node whose dependency
+        failed or was blocked (its dependants join the scan at their place), start one
+        while a worker is free, stop at the first that finds none. True while work is
+        in flight."""
+        queue = sorted([*self.ready, *self.sorter.get_ready()], key=self.rank.__getitem__)
+        while queue:
+            node = queue[0]
             cause = next((d for d in self.deps[node]
                           if self.outcomes[d].status in ("failed", "blocked")), None)
             if cause is not None:
+                queue.pop(0)
                 self._end(node, Outcome("blocked", blocked_by=cause))
-                blocked_any = True
+                for new in self.sorter.get_ready():
+                    bisect.insort(queue, new, key=self.rank.__getitem__)
             elif len(self.running) < self.jobs:
+                queue.pop(0)
                 self.started += 1
                 self.on_start(node, self.started)
                 self.running[pool.submit(self.work, node)] = node
             else:
-                waiting = self.ready[i:]
                 break
-        self.ready = waiting
-        return blocked_any
+        self.ready = queue
+        return bool(self.running)
 
     def finish(self, finished: set[Future]) -> None:
         """Record the work that ended, in ``deps``' order."""

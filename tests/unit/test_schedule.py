@@ -105,6 +105,17 @@ def test_a_failure_blocks_what_depends_on_it_and_nothing_else():
         < ended.index(("runtime", "blocked")), ended
 
 
+def test_blocked_nodes_are_reported_in_the_graphs_order_as_one_scan_meets_them():
+    # What build_plan's report lists, in this order: a child right after its parent when
+    # it comes next in the plan, not every child first and then the grandchildren.
+    deps = {"a": (), "b": ("a",), "c": ("b",), "x": ("a",), "d": ()}
+    ended: list[tuple[str, str]] = []
+    run(deps, Recorder(fail={"a": RuntimeError("a")}), jobs=1, failures=(RuntimeError,),
+        on_end=lambda n, o: ended.append((n, o.status)))
+    assert ended == [("a", "failed"), ("b", "blocked"), ("c", "blocked"), ("x", "blocked"),
+                     ("d", "done")]
+
+
 def test_an_error_that_is_no_failure_ends_the_run_after_the_work_in_flight():
     release = threading.Event()
     slow_started = threading.Event()
