@@ -55,7 +55,7 @@ def test_the_graph_is_read_at_all(uses):
     edges = import_graph.graph(uses)
     assert "stagecraft.errors" in edges["stagecraft.cli"]  # `from .errors import ...`
     assert "probes.types" in edges["probes"]  # the package's own __init__
-    assert "probes.rank" in edges["probes.report"]  # inside show_rank()
+    assert "probes.rank" in edges["probes.report"]  # inside best_tag()
 
 
 def test_no_import_cycle(uses):
