@@ -37,7 +37,7 @@ CONTROLS = {"xpu": ("/dev/xpuctrl",), "npu": ("/dev/davinci_manager", "/dev/devm
 def _nvml(uuids: Sequence[str]) -> str:
     """All NVML calls of one check; returns "" when every chosen GPU answers, else why.
     Raises pynvml.NVMLError (the caller words it)."""
-    from probes.nvidia import _import_pynvml
+    from probes.nvidia import import_pynvml as _import_pynvml
 
     nv = _import_pynvml()
     nv.nvmlInit()
