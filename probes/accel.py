@@ -31,19 +31,21 @@ def denied(root: str, paths: list[str]) -> list[str]:
 
 def gate(root: str, fam: Family, env: Mapping[str, str]) -> tuple[list[tuple[int, str]], DeviceProbe | None, list[str]]:
     """The steps every device-node family shares, from its record: its numbered nodes
-    (``fam.nodes``, /dev/<prefix><N>), its visibility variables (probes.visible), its
-    control nodes, and permission to open the visible nodes. Returns ``(visible nodes,
-    None, notes)`` when the family may go on to its own checks, else ``(nodes, the
-    absent/unusable result, notes)``."""
+    (``fam.nodes``, /dev/<prefix><N>), its visibility variables (probes.visible; none
+    when the record has none), its control nodes, and permission to open the visible
+    nodes. Returns ``(visible nodes, None, notes)`` when the family may go on to its own
+    checks, else ``(nodes, the absent/unusable result, notes)``. Never raises for a
+    well-formed record (the caller's ``timed`` catches the rest)."""
     family = fam.name
-    why = visible.hidden_reason(family, env)
+    why = visible.hidden_reason(family, env) if fam.visibility else ""
     if why:
         return [], DeviceProbe(family, ABSENT, why), []
     where, prefix = fam.node_parts()
     nodes = _fs.numbered(root, where, prefix)
     if not nodes:
         return nodes, DeviceProbe(family, ABSENT, f"no {fam.title} visible (no {fam.nodes})"), []
-    kept, notes, why = visible.select(family, [Device(index=i, node=p) for i, p in nodes], env)
+    found = [Device(index=i, node=p) for i, p in nodes]
+    kept, notes, why = visible.select(family, found, env) if fam.visibility else (found, [], "")
     if why:
         return [], DeviceProbe(family, ABSENT, why, notes=tuple(notes)), notes
     nodes = [(d.index, d.node) for d in kept]

@@ -103,6 +103,17 @@ def test_made_up_family_visibility_variable_selects(tmp_path: Path, testfam: Fam
     assert probe_family("testfam", root, 1.0, {"TESTFAM_VISIBLE_DEVICES": ""}).state == "absent"
 
 
+def test_family_without_visibility_variables_keeps_every_node(tmp_path: Path) -> None:
+    families.register(TESTFAM._replace(visibility=None))
+    try:
+        root = str(compose(tmp_path / "root", None, ("testfam-two",)))
+        r = probe_family("testfam", root, 1.0, {"TESTFAM_VISIBLE_DEVICES": ""})
+        assert (r.state, [d.index for d in r.devices]) == (USABLE, [0, 1]), r
+        assert visible.hide("testfam", {}) == {}
+    finally:
+        families.unregister("testfam")
+
+
 def test_made_up_family_in_both_schemas(testfam: Family) -> None:
     ks_file = json.loads(familyschema.KERNEL_SETS.read_text())
     ks = familyschema.derive(familyschema.KERNEL_SETS, ks_file)
