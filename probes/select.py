@@ -231,8 +231,9 @@ def check_cpu(req: Mapping[str, Any], cpu: Any) -> tuple[bool, str, list[str]]:
 
 
 def check_generic(req: Mapping[str, Any], p: Any, family: str) -> tuple[bool, str, list[str]]:
-    """(holds, reason, warnings) for xpu/npu/amd/mlu sets (records with ``requires="accel"``): ``arch`` (list of glob patterns
-    matched against each device's arch, e.g. ``["gfx90a", "gfx94*"]``) and ``min_driver``."""
+    """(holds, reason, warnings) for xpu/npu/amd/mlu sets (families whose record says
+    ``requires="accel"``): ``arch`` (list of glob patterns matched against each device's
+    arch, e.g. ``["gfx90a", "gfx94*"]``) and ``min_driver``."""
     if p is None:
         return False, f"{family} not probed", []
     if p.state != USABLE:
