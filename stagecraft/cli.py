@@ -885,6 +885,9 @@ def cmd_push(args: argparse.Namespace) -> int:
     matrix, specs = _load(args)
     chosen = _select(specs, args, default_all=False)
     _state_dir(matrix, args, create=False)
+    from .publish import resolve_registry
+
+    resolve_registry(args.registry, matrix.registry)  # before the engine is asked anything
     repository = args.repository or matrix.repository
     run = _push(Engine(), matrix, chosen, args, repository)
     if args.json:
