@@ -706,6 +706,7 @@ def cmd_test(args: argparse.Namespace) -> int:
     chosen = _select(specs, args, default_all=False)
     _state_dir(matrix, args, create=False)  # made by the first suite run, after the checks
     check_tools()
+    wanted = _platforms(chosen, args) if args.platform else {}  # before the engine
     engine = Engine()
     repository = args.repository or matrix.repository
     results = []
@@ -719,7 +720,6 @@ def cmd_test(args: argparse.Namespace) -> int:
     # that a build made; then every platform in it, and the index passes only when each
     # one did (its record is what `push` checks: testing the host's platform alone must
     # not clear the arm64 image for publishing).
-    wanted = _platforms(chosen, args) if args.platform else {}
     for spec in chosen:
         ref = f"{repository}:{spec.tag}"
         images: list[tuple[str, str | None]] = [("", None)]
@@ -977,13 +977,14 @@ def cmd_verify_reproducible(args: argparse.Namespace) -> int:
     chosen = _select(specs, args, default_all=False)
     if len(chosen) != 1:
         raise InputError.one("verify-reproducible", "takes one tag", "pass TAG or --tag TAG")
+    bundle = find_ca_bundle(args.ca_bundle, args.no_ca_bundle)
+    wanted = _platforms(chosen, args)  # the input first, then the engine
     engine = Engine()
     why = engine.reproducible()
     if why:
         raise InputError.one(f"verify-reproducible {chosen[0].tag}", f"impossible here: {why}",
                              "run it on Docker 25+ with buildx and the containerd image store")
-    bundle = find_ca_bundle(args.ca_bundle, args.no_ca_bundle)
-    wanted = _check_platforms(engine, _platforms(chosen, args), bool(args.platform))
+    wanted = _check_platforms(engine, wanted, bool(args.platform))
     plan = _plan(matrix, chosen, args, wanted)
     if any(not b.source_date_epoch for b in plan.bases):
         _say("warning: no matrix.lock entry for this base, so no SOURCE_DATE_EPOCH: file times "

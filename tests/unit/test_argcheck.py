@@ -159,6 +159,8 @@ CASES = [
     (["--tag", TAG, "--cache-to", ""], {}, "--cache-to: empty value"),
     # test, plan, probe, freeze
     (["test", TAG, "--platform", "linux/mips"], {}, "--platform linux/mips: unknown platform"),
+    (["test", TAG, "--platform", "linux/s390x"], {}, "--platform linux/s390x: 1.16.0-cpu is built for"),
+    (["verify-reproducible", TAG, "--platform", "linux/s390x"], {}, "1.16.0-cpu is built for"),
     (["test", TAG], {"STAGECRAFT_COSIGN_KEY": "/nonexistent.key"}, "STAGECRAFT_COSIGN_KEY=/nonexistent.key: no such key file"),
     (["plan", "--platform", "linux/amd64,"], {}, "an empty platform in the list"),
     (["plan", "--repository", "Team/X"], {}, "--repository Team/X: not a valid repository name"),
