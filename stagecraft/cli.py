@@ -407,9 +407,12 @@ def cmd_render(args: argparse.Namespace) -> int:
     from .lockfile import base_epoch, base_lock
     from .platforms import host_platform
 
-    platforms = _platforms([spec], args)[spec.tag]
+    platforms = _platforms([spec], args)[spec.tag]  # several only without --platform
     if len(platforms) > 1:  # one Dockerfile per platform: the host's, else the first
+        every = platforms
         platforms = (host_platform(),) if host_platform() in platforms else platforms[:1]
+        _say(f"note: {spec.tag} is built for {', '.join(every)}; this is its Dockerfile for "
+             f"{platforms[0]} (--platform OS/ARCH for another)")
     base = base_image(spec.base, args.base_source or ("pull" if "pull" in spec.base else None),
                       platforms[0], locked=base_lock(matrix, spec, platforms[0]),
                       source_date_epoch=base_epoch(matrix, spec, platforms[0]))

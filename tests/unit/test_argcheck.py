@@ -277,3 +277,20 @@ def test_verify_with_a_malformed_reference_says_so_on_stderr():
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: REF http://x/y:1: malformed image "
                                                    "reference"), lines
+
+
+def test_render_of_a_multi_platform_tag_says_which_platform(project, monkeypatch, capsys):
+    """Without --platform, a tag built for several platforms renders the host's
+    Dockerfile (the first platform's elsewhere) and says so: not silently one of them."""
+    from stagecraft.platforms import host_platform
+
+    text = MINIMAL.replace('    tag: "{{', '    platforms: [linux/amd64, linux/arm64]\n    tag: "{{')
+    monkeypatch.chdir(project(text).parent)
+    code, out, err = _run(["render", TAG], capsys)
+    assert code == 0 and "FROM " in out, err
+    chosen = host_platform() if host_platform() in ("linux/amd64", "linux/arm64") else "linux/amd64"
+    assert err == [f"note: {TAG} is built for linux/amd64, linux/arm64; this is its Dockerfile "
+                   f"for {chosen} (--platform OS/ARCH for another)"], err
+    code, out_arm, err = _run(["render", TAG, "--platform", "linux/arm64"], capsys)
+    assert code == 0 and err == [], err
+    assert (out_arm != out) == (chosen != "linux/arm64"), "the note named another platform"
