@@ -157,6 +157,8 @@ CASES = [
     (["--tag", TAG, "--test"], {"STAGECRAFT_COSIGN_KEY": "{in}/notakey"},
      "STAGECRAFT_COSIGN_KEY={in}/notakey: not a PEM private key"),
     (["--tag", TAG, "--cache-to", ""], {}, "--cache-to: empty value"),
+    (["--tag", TAG], {"STAGECRAFT_CA_BUNDLE": "{in}/notpem.txt"}, "not a PEM CA bundle"),
+    (["--tag", TAG], {"SOURCE_DATE_EPOCH": "yesterday"}, "SOURCE_DATE_EPOCH='yesterday': not a Unix time"),
     # test, plan, probe, freeze
     (["test", TAG, "--platform", "linux/mips"], {}, "--platform linux/mips: unknown platform"),
     (["test", TAG, "--platform", "linux/s390x"], {}, "--platform linux/s390x: 1.16.0-cpu is built for"),
