@@ -53,6 +53,12 @@ def gate(root: str, family: str, vendor: str, node_prefix: str, controls: tuple[
     return nodes, None, notes
 
 
+def tool_failed(tool: str, why: str) -> str:
+    """The reason for a vendor tool that gave no answer (probes._fs.run_tool's text):
+    ``timeout: npu-smi info timed out after 2.0 s``, ``cnmon: printed more than ...``."""
+    return f"timeout: {tool} {why}" if why.startswith("timed out") else f"{tool}: {why}"
+
+
 def keep_visible(parsed: list[Device], nodes: list[tuple[int, str]]) -> list[Device]:
     """Devices a vendor tool listed, restricted to the visible nodes' indices and in the
     visibility variable's order."""

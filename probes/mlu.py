@@ -56,7 +56,7 @@ def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
         return DeviceProbe("mlu", USABLE, devices=tuple(devs), notes=(*notes, "cnmon not found; models unknown"))
     rc, out = _fs.run_tool([tool], max(0.1, budget_s - (time.monotonic() - t0)))
     if rc is None:
-        return DeviceProbe("mlu", UNUSABLE, f"timeout: cnmon {out}", devices=tuple(devs))
+        return DeviceProbe("mlu", UNUSABLE, _accel.tool_failed("cnmon", out), devices=tuple(devs))
     if rc != 0:
         return DeviceProbe("mlu", UNUSABLE, f"cnmon failed (exit {rc})", devices=tuple(devs))
     parsed, driver = parse_cnmon(out)

@@ -63,7 +63,7 @@ def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
     left = max(0.1, budget_s - (time.monotonic() - t0))
     rc, out = _fs.run_tool([tool, "info"], left)
     if rc is None:
-        return DeviceProbe("npu", UNUSABLE, f"timeout: npu-smi info {out}", devices=tuple(devs),
+        return DeviceProbe("npu", UNUSABLE, _accel.tool_failed("npu-smi info", out), devices=tuple(devs),
                            driver_version=driver)
     if "device is used" in out or "-8020" in out:
         return DeviceProbe("npu", UNUSABLE, "busy: the NPUs are held by another container or "

@@ -63,7 +63,7 @@ def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
                            notes=(*notes, "xpu_smi not found; models unknown"))
     rc, out = _fs.run_tool([tool, "-m"], max(0.1, budget_s - (time.monotonic() - t0)))
     if rc is None:
-        return DeviceProbe("xpu", UNUSABLE, f"timeout: xpu_smi -m {out}", devices=tuple(devs))
+        return DeviceProbe("xpu", UNUSABLE, _accel.tool_failed("xpu_smi -m", out), devices=tuple(devs))
     low = out.lower()
     if "busy" in low or "in use" in low or "occupied" in low:
         return DeviceProbe("xpu", UNUSABLE, "busy: xpu_smi says the devices are in use: "
