@@ -206,6 +206,8 @@ def start(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     from entrypoint import options
 
     env = dict(os.environ if env is None else env)
+    if argv and (not argv[0] or "\0" in argv[0]):  # `docker run IMAGE ""`: nothing to probe for
+        return exec_command(argv, env)
     try:
         quiet = options.read(env).quiet
     except options.BadOption as exc:

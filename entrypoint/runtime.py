@@ -154,18 +154,18 @@ def write(text: str, env: Mapping[str, str]) -> tuple[str | None, str]:
     or one line naming the paths skipped because a node stands there that this
     entrypoint did not write). Never raises."""
     data = text.encode("utf-8", "surrogateescape")
-    skipped: list[str] = []
+    skipped: list[tuple[str, str]] = []
     written = None
     for path in candidates(env):
         d, base = os.path.split(path)
         if not base:
-            skipped.append(f"{path} (a directory)")
+            skipped.append((path, "a directory"))
             continue
         if not _usable_dir(d or ".", explicit=path == env.get("STAGECRAFT_REPORT")):
             continue
         old, what = _ours(path)
         if what:
-            skipped.append(f"{path} ({what})")
+            skipped.append((path, what))
             continue
         tmp = _tmp_file(d or ".", data)
         if tmp is None:
@@ -178,17 +178,17 @@ def write(text: str, env: Mapping[str, str]) -> tuple[str | None, str]:
         if placed:
             written = path
             break
-        skipped.append(f"{path} (changed while the report was written)")
+        skipped.append((path, "changed while the report was written"))
     return written, _skipped_line(skipped, written)
 
 
-def _skipped_line(skipped: list[str], written: str | None) -> str:
+def _skipped_line(skipped: list[tuple[str, str]], written: str | None) -> str:
     if not skipped:
         return ""
     from probes._show import shown
 
     where = f"written to {written}" if written else "no writable location left"
-    return (f"report not written to {', '.join(shown(s, 200) for s in skipped)}: "
+    return (f"report not written to {', '.join(f'{shown(p, 200)} ({what})' for p, what in skipped)}: "
             f"never replaced; {where}")
 
 
