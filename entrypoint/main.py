@@ -225,14 +225,12 @@ def start(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     from entrypoint import runtime
 
     path, skipped = runtime.write(json.dumps(report, indent=1, sort_keys=True), env)
-    if skipped and (choice.refused or not quiet):
-        _say(skipped)
     if choice.refused:
         _say(report["line"])
         for ps in choice.passed_over:  # what the message does not say already
             if ps.reason not in choice.message:
                 _say(f"  {ps.name}: {ps.reason}")
-        _say(f"full report: {path}" if path else "no writable runtime dir for the report")
+        _say(skipped or (f"full report: {path}" if path else "no writable runtime dir for the report"))
         return int(choice.exit_code)
     env.update(p["changes"])
     if path:
@@ -241,6 +239,8 @@ def start(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
         _say(report["line"])
         for w in choice.warnings:
             _say(f"warning: {w}")
+        if skipped:
+            _say(skipped)
     return exec_command(argv, env)
 
 

@@ -50,7 +50,7 @@ def node(path: Path, spec: Any) -> None:
 
         shutil.rmtree(path)
     if isinstance(spec, (bytes, str)):
-        path.write_bytes(spec.encode("utf-8", "surrogateescape") if isinstance(spec, str) else spec)
+        path.write_bytes(spec.encode("utf-8", "surrogatepass") if isinstance(spec, str) else spec)
     elif spec[0] == "fifo":
         os.mkfifo(path)
     elif spec[0] == "dir":
@@ -60,7 +60,7 @@ def node(path: Path, spec: Any) -> None:
     elif spec[0] == "symlink":
         path.symlink_to(spec[1])
     elif spec[0] == "tool":
-        path.write_text(spec[1])
+        path.write_bytes(spec[1].encode("utf-8", "surrogatepass"))
         path.chmod(0o755)
 
 
@@ -187,7 +187,7 @@ def check_run(env: dict[str, str], marker: str = "ran") -> Ran:
     """Run ``sh -c 'echo ran'`` through the entrypoint and assert the process properties
     (module docstring). Returns the run."""
     limit = len(FAMILIES) * budget_of(env) + MARGIN_S
-    r = run_entry(env, ["sh", "-c", f"echo {marker}"], limit + 30)
+    r = run_entry(env, ["/bin/sh", "-c", f"echo {marker}"], limit + 30)
     assert r.elapsed <= limit, f"took {r.elapsed:.1f} s > {limit:.1f} s: {r.stderr[-500:]}"
     assert r.maxrss <= MAX_RSS, f"RSS {r.maxrss >> 20} MiB"
     assert "Traceback" not in r.stderr, r.stderr[-2000:]

@@ -314,6 +314,7 @@ def test_issue_22_the_hosts_dev_null_is_never_replaced(report: str, tmp_path: Pa
     after = os.lstat(report)
     assert stat.S_ISCHR(after.st_mode) and (after.st_ino, after.st_rdev) == (before.st_ino, before.st_rdev)
     assert r.returncode == 0 and f"report not written to {report!r} (a character device)" in r.stderr, r.stderr
+    assert r.stderr.splitlines()[0].startswith("stagecraft: cpu-avx2"), r.stderr
     assert (tmp_path / "run" / "xdg" / "stagecraft" / "report.json").is_file()
 
 
