@@ -325,3 +325,20 @@ def test_quiet_hides_the_fallback_line_but_the_report_is_elsewhere(tmp_path: Pat
     r = check_run(env)
     assert r.returncode == 0 and r.stderr == "", r.stderr
     assert stat.S_ISFIFO(os.lstat(tmp_path / "run" / "report.json").st_mode)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "char-device", "directory", "symlink-to-device"])
+def test_readers_of_the_report_never_block_on_a_node(kind: str, tmp_path: Path) -> None:
+    """stagecraft_device (in the user's process) and stagecraft-health read the report the
+    variables name: a FIFO there held them for ever."""
+    from entrypoint import stagecraft_device
+    from entrypoint.health import main as health
+
+    env, run = _report_env(tmp_path)
+    hostile.node(run / "target", REPORT_NODES[kind])
+    try:  # the host's own runtime locations may hold a report: either answer will do
+        stagecraft_device.device({**env, "STAGECRAFT_REPORT_PATH": str(run / "target")})
+    except LookupError:
+        pass
+    assert runtime.find(env) != str(run / "target") and health([], env) in (0, 1)
+    assert runtime.load(str(run / "target")) is None
