@@ -114,31 +114,46 @@ def _ours(path: str) -> tuple[tuple[int, int] | None, str]:
     return (st.st_dev, st.st_ino), ""
 
 
-def _tmp_file(d: str, text: bytes) -> str | None:
-    """A new file in ``d`` holding ``text`` (O_EXCL: never an existing one); its path."""
-    tmp = os.path.join(d, f".{FILE}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
+def _tmp_file_at(path: str, data: bytes) -> None:
+    """A new file at ``path`` holding ``data`` (O_EXCL, O_NOFOLLOW: never an existing
+    node). Raises OSError (the file it created is removed again)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except (OSError, ValueError):
-        return None
-    try:
-        view = memoryview(text)
+        view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
     except OSError:
         os.close(fd)
-        os.unlink(tmp)
-        return None
+        os.unlink(path)
+        raise
     os.close(fd)
+
+
+def _tmp_file(d: str, data: bytes) -> str | None:
+    """A new file in ``d`` holding ``data`` (see _tmp_file_at); its path, or None."""
+    tmp = os.path.join(d, f".{FILE}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
+    try:
+        _tmp_file_at(tmp, data)
+    except (OSError, ValueError):
+        return None
     return tmp
 
 
-def _place(tmp: str, path: str, old: tuple[int, int] | None) -> bool:
-    """Put the written ``tmp`` at ``path``: link when nothing was there, rename over the
-    old report ``old`` (device, inode) only while the path still names it."""
+def _place(tmp: str, path: str, old: tuple[int, int] | None, data: bytes) -> bool:
+    """Put the written ``tmp`` at ``path``: link when nothing was there (on a filesystem
+    without hard links, create it with O_EXCL and write ``data``: never a replacement,
+    though a reader may see it half written), rename over the old report ``old``
+    (device, inode) only while the path still names it."""
+    import errno
+
     try:
         if old is None:
-            os.link(tmp, path)
+            try:
+                os.link(tmp, path)
+            except OSError as exc:
+                if exc.errno == errno.EEXIST:
+                    return False
+                _tmp_file_at(path, data)
             return True
         st = os.lstat(path)
         if stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) == old:
@@ -170,7 +185,7 @@ def write(text: str, env: Mapping[str, str]) -> tuple[str | None, str]:
         tmp = _tmp_file(d or ".", data)
         if tmp is None:
             continue
-        placed = _place(tmp, path, old)
+        placed = _place(tmp, path, old, data)
         try:
             os.unlink(tmp)
         except OSError:
