@@ -42,7 +42,7 @@ def probe(root: str = "/", budget_s: float = 2.0, env: Mapping[str, str] | None 
     MLU_VISIBLE_DEVICES / CN_VISIBLE_DEVICES selects none (probes.visible); unusable:
     control node missing, no permission, cnmon failing. Only visible MLUs are listed."""
     env = os.environ if env is None else env
-    return _accel.timed("mlu", lambda: _probe(root, budget_s, env))
+    return _accel.timed("mlu", lambda: _probe(root, budget_s, env), budget_s)
 
 
 def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:

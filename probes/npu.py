@@ -43,7 +43,7 @@ def probe(root: str = "/", budget_s: float = 2.0, env: Mapping[str, str] | None 
     ASCEND_RT_VISIBLE_DEVICES selects none: probes.visible), unusable (control nodes
     missing, no permission, busy, npu-smi timeout), usable. Only visible NPUs are listed."""
     env = os.environ if env is None else env
-    return _accel.timed("npu", lambda: _probe(root, budget_s, env))
+    return _accel.timed("npu", lambda: _probe(root, budget_s, env), budget_s)
 
 
 def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:

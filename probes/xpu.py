@@ -48,7 +48,7 @@ def probe(root: str = "/", budget_s: float = 2.0, env: Mapping[str, str] | None 
     selects none (probes.visible); unusable: /dev/xpuctrl missing, no permission, busy or
     xpu_smi failing; usable otherwise. Only visible devices are listed."""
     env = os.environ if env is None else env
-    return _accel.timed("xpu", lambda: _probe(root, budget_s, env))
+    return _accel.timed("xpu", lambda: _probe(root, budget_s, env), budget_s)
 
 
 def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
