@@ -35,9 +35,6 @@ import os
 TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import NamedTuple
-else:
-    from probes._record import NamedTuple
 
 DEFAULT_BUDGET_S = 2.0
 MAX_BUDGET_S = 60.0
@@ -49,18 +46,17 @@ class BadOption(ValueError):
     the one line to print (without the ``stagecraft:`` prefix)."""
 
 
-class Options(NamedTuple):
-    """The checked options. budget_s in seconds; root ``/`` unless a probe root is set;
-    report/image_json None when unset."""
+class Options:
+    """The checked options (read-only by convention). budget_s in seconds; root ``/``
+    unless a probe root is set; report/image_json None when unset."""
 
-    budget_s: float = DEFAULT_BUDGET_S
-    quiet: bool = False
-    strict: bool = False
-    device: str | None = None
-    kernel_set: str | None = None
-    report: str | None = None
-    root: str = "/"
-    image_json: str | None = None
+    __slots__ = ("budget_s", "device", "image_json", "kernel_set", "quiet", "report", "root", "strict")
+
+    def __init__(self, budget_s: float = DEFAULT_BUDGET_S, quiet: bool = False, strict: bool = False,
+                 device: str | None = None, kernel_set: str | None = None, report: str | None = None,
+                 root: str = "/", image_json: str | None = None) -> None:
+        self.budget_s, self.quiet, self.strict, self.device = budget_s, quiet, strict, device
+        self.kernel_set, self.report, self.root, self.image_json = kernel_set, report, root, image_json
 
 
 def _bad(var: str, value: str, why: str) -> BadOption:

@@ -875,7 +875,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     """Verify the digest REF names (``HOST/REPO:TAG`` or ``HOST/REPO@sha256:...``) with the
     public key: exit 0 when signature, SBOM and test record all hold, 1 when any fails."""
     from . import signing, tools
-    from .publish import _loopback
+    from .publish import loopback as _loopback
 
     key = args.key or os.environ.get("STAGECRAFT_COSIGN_PUB")
     if not key:
@@ -1276,7 +1276,7 @@ def _check_repository(repository: str | None) -> None:
     """``--repository`` must be a valid Docker repository name (checked before any build)."""
     import re
 
-    from .matrix import _schema
+    from .matrix import schema as _schema
 
     pattern = _schema()["$defs"]["repository"]["pattern"]
     if repository is not None and not re.fullmatch(pattern, repository):

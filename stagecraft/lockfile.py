@@ -30,7 +30,7 @@ from typing import Any
 
 from .errors import InputError, Problem
 from .expand import ImageSpec
-from .matrix import Matrix
+from .model import Matrix
 
 SCHEMA = "stagecraft-lock/1"
 DEFAULT_PLATFORM = "linux/amd64"

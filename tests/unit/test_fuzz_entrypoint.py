@@ -169,7 +169,8 @@ def test_a_budget_never_silently_drops_working_gpus(budget: str, lib: Path) -> N
         root = compose(tmp / "root", "linux-rhel7-haswell", ("host-16cpu", "nvidia-nodes"))
         env = {**hostile.base_env(root, IMAGES / "gpu-cuda11.8.json", tmp / "run"),
                "LD_LIBRARY_PATH": str(lib.parent), "STAGECRAFT_NVML_CONFIG": str(NVML / "h200x8.conf"),
-               "STAGECRAFT_BUDGET_S": budget.encode("utf-8", "surrogatepass").decode("utf-8", "surrogateescape")}
+               "STAGECRAFT_BUDGET_S": budget.replace("\0", "").encode("utf-8", "surrogatepass").decode(
+                   "utf-8", "surrogateescape")}  # an environment holds no NUL
         r = hostile.check_run(env)
         if r.returncode == 2:
             assert r.stderr.startswith("stagecraft: refusing to start: STAGECRAFT_BUDGET_S="), r.stderr
