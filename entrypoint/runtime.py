@@ -144,15 +144,13 @@ def _place(tmp: str, path: str, old: tuple[int, int] | None, data: bytes) -> boo
     without hard links, create it with O_EXCL and write ``data``: never a replacement,
     though a reader may see it half written), rename over the old report ``old``
     (device, inode) only while the path still names it."""
-    import errno
-
     try:
         if old is None:
             try:
                 os.link(tmp, path)
-            except OSError as exc:
-                if exc.errno == errno.EEXIST:
-                    return False
+            except FileExistsError:
+                return False
+            except OSError:
                 _tmp_file_at(path, data)
             return True
         st = os.lstat(path)
