@@ -78,7 +78,8 @@ def budget(env: Mapping[str, str]) -> float:
     raw = env.get("STAGECRAFT_BUDGET_S")
     if raw is None:
         return DEFAULT_BUDGET_S
-    value = float(raw) if _decimal(raw.strip()) else -1.0
+    text = raw.strip(" \t\n\r")  # str.strip() would also take \x1c-\x1f, which float() refuses
+    value = float(text) if _decimal(text) else -1.0
     if not 0 < value <= MAX_BUDGET_S:
         raise _bad("STAGECRAFT_BUDGET_S", raw, f"not a number of seconds in (0, {MAX_BUDGET_S:g}]; "
                    f"set e.g. 2 (the default when unset)")
