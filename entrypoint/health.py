@@ -134,11 +134,16 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     path = runtime.find(env)
     report = None
     if path:
+        from probes import _fs
+
+        raw = _fs.read_file(path, runtime.MAX_REPORT)  # regular files only, never blocks
         try:
-            with open(path, encoding="utf-8") as fh:
-                report = json.load(fh)
-        except (OSError, ValueError) as exc:
+            report = json.loads(raw.decode("utf-8")) if raw is not None else None
+        except (ValueError, RecursionError) as exc:
             print(f"unhealthy: cannot read the start-up report {path}: {exc}")
+            return UNHEALTHY
+        if raw is None:
+            print(f"unhealthy: cannot read the start-up report {path}: not a readable regular file")
             return UNHEALTHY
     code, line = check(report, budget, env.get("STAGECRAFT_PROBE_ROOT") or "/")
     print(line)

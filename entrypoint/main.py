@@ -3,13 +3,13 @@ was chosen, write the report, exec the command.
 
 Usage: stagecraft-entrypoint [CMD ARGS...] | stagecraft-entrypoint --report [--json] [--fresh]
 
-Environment (inputs):
+Environment (inputs; what each accepts, and exit 2 for anything else: entrypoint.options):
   STAGECRAFT_DEVICE=nvidia|xpu|npu|amd|mlu|cpu  prefer this device's kernel sets
   STAGECRAFT_KERNEL_SET=NAME                    choose this set if it can run here
   STAGECRAFT_STRICT=1                           refuse (exit 78) instead of falling back
   STAGECRAFT_QUIET=1                            no start-up line on stderr
-  STAGECRAFT_REPORT=PATH                        where to write the JSON report first
-  STAGECRAFT_BUDGET_S=SECONDS                   per-family probe budget (default 2)
+  STAGECRAFT_REPORT=PATH                        where to write the JSON report first (absolute)
+  STAGECRAFT_BUDGET_S=SECONDS                   per-family probe budget, 0 < S <= 60 (default 2)
   STAGECRAFT_PROBE_ROOT=DIR                     test/debug only: read /proc, /sys, /dev under DIR
   STAGECRAFT_IMAGE_JSON=PATH                    test/debug only: image description to use
 Environment (outputs, for CMD): STAGECRAFT_DEVICE_STRING (the chosen device as the
@@ -26,8 +26,9 @@ none (empty, "-1", a name the runtime would not read) makes that device absent a
 entrypoint falls back, saying which variable and why; it never blocks the command.
 
 Exit codes: CMD's own (we exec it); 78 when no kernel set can run here or strict mode
-refuses (probes.select.EXIT_REFUSED); 2 for a bad override; 127 CMD not found; 126 CMD
-not executable. No CMD: exec /bin/bash, else /bin/sh. If the entrypoint itself fails
+refuses (probes.select.EXIT_REFUSED); 2 for a bad override or option (one line naming the
+variable; nothing probed or written); 127 CMD not found (an empty CMD, ``docker run IMAGE
+""``, included); 126 CMD not executable. No CMD: exec /bin/bash, else /bin/sh. If the entrypoint itself fails
 unexpectedly it says so in one line and still runs CMD: it never blocks a container.
 """
 from __future__ import annotations
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 IMAGE_JSON = "/etc/stagecraft/image.json"
-DEFAULT_BUDGET_S = 2.0
+MAX_IMAGE_JSON = 1 << 20  # bytes read of image.json (the build writes a few KiB)
 
 
 def _say(msg: str) -> None:
@@ -58,18 +59,25 @@ def _say(msg: str) -> None:
 
 
 def load_image(env: Mapping[str, str], root: str) -> dict[str, Any] | None:
-    """image.json as a dict, None when the file is absent. Raises ValueError when broken."""
+    """image.json as a dict, None when the file is absent. Raises ValueError when broken,
+    not a regular file, unreadable or over MAX_IMAGE_JSON bytes (read through probes._fs:
+    a FIFO there does not hold the start)."""
     import json
 
-    path = env.get("STAGECRAFT_IMAGE_JSON") or (
-        IMAGE_JSON if root in ("", "/") else os.path.join(root, IMAGE_JSON.lstrip("/")))
+    from probes import _fs
+
+    path = env.get("STAGECRAFT_IMAGE_JSON") or _fs.at(root, IMAGE_JSON)
+    raw = _fs.read_file(path, MAX_IMAGE_JSON + 1)
+    if raw is None:
+        if not os.path.lexists(path):
+            return None
+        raise ValueError(f"{path}: not a readable regular file")
+    if len(raw) > MAX_IMAGE_JSON:
+        raise ValueError(f"{path}: larger than {MAX_IMAGE_JSON} bytes")
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{path}: {exc}") from exc
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"{path}: {type(exc).__name__}: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("kernel_sets", []), list):
         raise ValueError(f"{path}: expected an object with a kernel_sets list")  # noqa: TRY004 - one error type for a bad file
     return data
@@ -105,22 +113,19 @@ def summary_line(choice: Any, probes: Mapping[str, Any]) -> str:
 
 def plan(env: Mapping[str, str]) -> dict[str, Any]:
     """Probe and choose; returns everything the report and exec need. Pure of side effects
-    except reading the machine."""
+    except reading the machine. Raises entrypoint.options.BadOption for a bad option;
+    ValueError for a broken image.json."""
+    from entrypoint import options
     from probes import probe_all
     from probes.report import probes_to_dict
     from probes.select import Choice, Overrides, choose
 
     t0 = time.monotonic()
-    root = env.get("STAGECRAFT_PROBE_ROOT") or "/"
-    try:
-        budget = float(env.get("STAGECRAFT_BUDGET_S") or DEFAULT_BUDGET_S)
-    except ValueError:
-        budget = DEFAULT_BUDGET_S
+    opts = options.read(env)
+    root, budget = opts.root, opts.budget_s
     image = load_image(env, root)
     sets: list[dict[str, Any]] = list(image.get("kernel_sets", [])) if image else []
-    ov = Overrides(device=env.get("STAGECRAFT_DEVICE") or None,
-                   kernel_set=env.get("STAGECRAFT_KERNEL_SET") or None,
-                   strict=env.get("STAGECRAFT_STRICT", "") not in ("", "0", "false", "no"))
+    ov = Overrides(device=opts.device, kernel_set=opts.kernel_set, strict=opts.strict)
     families = sorted({str(s.get("device")) for s in sets} | ({ov.device} if ov.device else set())) if sets else None
     from probes.types import FAMILIES
 
@@ -157,6 +162,11 @@ def exec_command(argv: Sequence[str], env: Mapping[str, str]) -> int:
     cmd = list(argv)
     if not cmd:
         cmd = ["/bin/bash"] if os.path.exists("/bin/bash") else ["/bin/sh"]
+    if not cmd[0] or "\0" in cmd[0]:  # `docker run IMAGE ""`: no such command, as a shell says
+        from probes._show import shown
+
+        _say(f"{shown(cmd[0])}: command not found")
+        return 127
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -173,6 +183,9 @@ def exec_command(argv: Sequence[str], env: Mapping[str, str]) -> int:
     except OSError as exc:
         _say(f"{cmd[0]}: {exc.strerror}")
         return 126
+    except ValueError as exc:  # a NUL in an argument or the environment
+        _say(f"{cmd[0]}: cannot run: {exc}")
+        return 126
     return 0  # not reached
 
 
@@ -188,10 +201,19 @@ def share_with_group() -> None:
 
 
 def start(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
-    """The start path: plan, report, one line, exec."""
+    """The start path: check the options, plan, report, one line, exec. A bad option
+    (entrypoint.options) is one line and exit 2, before anything is probed or written."""
+    from entrypoint import options
+
     env = dict(os.environ if env is None else env)
+    if argv and (not argv[0] or "\0" in argv[0]):  # `docker run IMAGE ""`: nothing to probe for
+        return exec_command(argv, env)
+    try:
+        quiet = options.read(env).quiet
+    except options.BadOption as exc:
+        _say(str(exc))
+        return 2
     share_with_group()
-    quiet = env.get("STAGECRAFT_QUIET", "") not in ("", "0", "false", "no")
     try:
         p = plan(env)
     except Exception as exc:  # noqa: BLE001 - never block the container on our own bug
@@ -202,13 +224,13 @@ def start(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
 
     from entrypoint import runtime
 
-    path = runtime.write(json.dumps(report, indent=1, sort_keys=True), env)
+    path, skipped = runtime.write(json.dumps(report, indent=1, sort_keys=True), env)
     if choice.refused:
         _say(report["line"])
         for ps in choice.passed_over:  # what the message does not say already
             if ps.reason not in choice.message:
                 _say(f"  {ps.name}: {ps.reason}")
-        _say(f"full report: {path}" if path else "no writable runtime dir for the report")
+        _say(skipped or (f"full report: {path}" if path else "no writable runtime dir for the report"))
         return int(choice.exit_code)
     env.update(p["changes"])
     if path:
@@ -217,6 +239,8 @@ def start(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
         _say(report["line"])
         for w in choice.warnings:
             _say(f"warning: {w}")
+        if skipped:
+            _say(skipped)
     return exec_command(argv, env)
 
 
@@ -233,17 +257,19 @@ def show_report(args: Sequence[str], env: Mapping[str, str] | None = None) -> in
               "again instead of reading the report the entrypoint wrote",
               file=sys.stdout if unknown in (["--help"], ["-h"]) else sys.stderr)
         return 0 if unknown in (["--help"], ["-h"]) else 2
+    from entrypoint import options
+
     env = dict(os.environ if env is None else env)
     data = None
     path = None if "--fresh" in args else runtime.find(env)
     if path:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                data = json.load(fh)
-        except (OSError, ValueError):
-            data = None
+        data = runtime.load(path)
     if data is None:
-        data = plan(env)["report"]
+        try:
+            data = plan(env)["report"]
+        except options.BadOption as exc:
+            _say(str(exc))
+            return 2
     if "--json" in args:
         print(json.dumps(data, indent=1, sort_keys=True))
         return 0
@@ -275,7 +301,13 @@ def format_report(data: Mapping[str, Any], path: str | None) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``stagecraft-entrypoint [CMD ARGS...]`` or ``--report ...``; see the module docstring.
+    An unexpected error of the entrypoint itself is one line, and the command still runs."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["--report"]:
         return show_report(args[1:])
-    return start(args)
+    try:
+        return start(args)
+    except Exception as exc:  # noqa: BLE001 - never block the container on our own bug
+        _say(f"internal error ({type(exc).__name__}: {exc}); running the command as it is")
+        return exec_command(args, os.environ)

@@ -33,6 +33,30 @@ def _report_paths(env: dict[str, str]) -> list[str]:
     return [p for p in out if p]
 
 
+def _read_report(path: str, limit: int = 4 << 20) -> bytes:
+    """The first ``limit`` bytes of the regular file at ``path``, opened non-blocking (a
+    FIFO or device named by STAGECRAFT_REPORT must not hang the caller). Raises OSError,
+    also for anything that is not a regular file."""
+    import stat
+
+    if not stat.S_ISREG(os.stat(path).st_mode):  # a device is not even opened
+        raise OSError(f"{path}: not a regular file")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path}: not a regular file")
+        chunks, left = [], limit
+        while left > 0:
+            b = os.read(fd, min(left, 1 << 20))
+            if not b:
+                break
+            chunks.append(b)
+            left -= len(b)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def device(env: dict[str, str] | None = None) -> str:
     """The chosen device string, e.g. ``"gpu:0"`` or ``"cpu"``.
 
@@ -52,9 +76,8 @@ def device(env: dict[str, str] | None = None) -> str:
             continue
     for _, path in sorted(found, reverse=True):
         try:
-            with open(path, encoding="utf-8") as fh:
-                value = str(json.load(fh).get("device_string") or "").strip()
-        except (OSError, ValueError, AttributeError):
+            value = str(json.loads(_read_report(path)).get("device_string") or "").strip()
+        except (OSError, ValueError, AttributeError, RecursionError):
             continue
         if value:
             return value

@@ -13,12 +13,20 @@ if TYPE_CHECKING:
 from probes import _fs, visible
 from probes.types import ABSENT, UNUSABLE, Device, DeviceProbe
 
+GRACE_S = 0.5  # seconds past the budget before the whole probe is given up: its vendor
+# tool has the budget itself (probes._fs.run_tool) and says so more precisely
 
-def timed(family: str, fn: Callable[[], DeviceProbe]) -> DeviceProbe:
-    """Run a probe body; never raise; stamp elapsed_ms."""
+
+def timed(family: str, fn: Callable[[], DeviceProbe], budget_s: float | None = None) -> DeviceProbe:
+    """Run a probe body within ``budget_s`` + GRACE_S seconds (probes._budget; no limit
+    when None); never raise; stamp elapsed_ms. Past the budget: ``unusable``, "timeout"."""
+    from probes._budget import BudgetExceeded, call_within
+
     t0 = time.monotonic()
     try:
-        r = fn()
+        r = fn() if budget_s is None else call_within(fn, budget_s + GRACE_S, f"{family} probe")
+    except BudgetExceeded:
+        r = DeviceProbe(family, UNUSABLE, f"timeout: the {family} probe did not finish within {budget_s:g} s")
     except Exception as exc:  # noqa: BLE001 - a probe never raises
         r = DeviceProbe(family, UNUSABLE, f"probe failed: {type(exc).__name__}: {exc}")
     return r._replace(elapsed_ms=round((time.monotonic() - t0) * 1000, 2))
@@ -58,6 +66,12 @@ def gate(root: str, fam: Family, env: Mapping[str, str]) -> tuple[list[tuple[int
         return nodes, DeviceProbe(family, UNUSABLE, "no permission on " + ", ".join(no)
                                   + " (run with a group that may open them, or --privileged)"), notes
     return nodes, None, notes
+
+
+def tool_failed(tool: str, why: str) -> str:
+    """The reason for a vendor tool that gave no answer (probes._fs.run_tool's text):
+    ``timeout: npu-smi info timed out after 2.0 s``, ``cnmon: printed more than ...``."""
+    return f"timeout: {tool} {why}" if why.startswith("timed out") else f"{tool}: {why}"
 
 
 def keep_visible(parsed: list[Device], nodes: list[tuple[int, str]]) -> list[Device]:

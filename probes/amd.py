@@ -46,7 +46,7 @@ def probe(root: str = "/", budget_s: float = 1.0, env: Mapping[str, str] | None 
     /dev/kfd or render nodes missing, or no permission; usable otherwise. Only visible
     GPUs are listed; their ``uuid`` is ROCr's ``GPU-<unique_id in hex>``."""
     env = os.environ if env is None else env
-    return accel.timed("amd", lambda: _probe(root, env))
+    return accel.timed("amd", lambda: _probe(root, env), budget_s)
 
 
 def _probe(root: str, env: Mapping[str, str]) -> DeviceProbe:

@@ -11,7 +11,9 @@ wins. Without mountinfo, /sys/fs/cgroup's usual layouts are tried.
 Files (kernel docs Documentation/admin-guide/cgroup-v2.rst and cgroup-v1/):
 v2 cpu.max ``"$MAX $PERIOD"`` (``max`` = no limit), cpuset.cpus.effective, memory.max;
 v1 cpu.cfs_quota_us (-1 = no limit) / cpu.cfs_period_us, cpuset.effective_cpus or
-cpuset.cpus, memory.limit_in_bytes (a huge value = no limit).
+cpuset.cpus, memory.limit_in_bytes (a huge value = no limit). Every file is read through
+probes._fs (regular files only, non-blocking, at most 64 KiB; mountinfo 1 MiB); CPU lists
+keep CPU numbers below probes._fs.MAX_CPUS; at most 64 ancestor directories are read.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ else:
 from probes import _fs
 
 UNLIMITED_MEMORY = 1 << 60
+MAX_DEPTH = 64  # cgroup directories read, the process's own and its ancestors
 
 
 class Limits(NamedTuple):
@@ -58,7 +61,7 @@ def _own_paths(root: str) -> tuple[dict[str, str], str | None]:
 def _mounts(root: str) -> list[tuple[str, str, str, set[str]]]:
     """(fstype, mount root, mount point, super options) of cgroup mounts."""
     out = []
-    for line in (_fs.read(root, "/proc/self/mountinfo") or "").splitlines():
+    for line in (_fs.read(root, "/proc/self/mountinfo", _fs.LARGE) or "").splitlines():
         left, sep, right = line.partition(" - ")
         if not sep:
             continue
@@ -87,8 +90,11 @@ def _dirs(root: str, mountpoint: str, mount_root: str, path: str | None) -> list
     if not os.path.isdir(_fs.at(root, start)):
         start = mountpoint.rstrip("/")
     dirs = [start]
-    while len(dirs[-1]) > len(mountpoint.rstrip("/")):
-        dirs.append(os.path.dirname(dirs[-1]))
+    while len(dirs[-1]) > len(mountpoint.rstrip("/")) and len(dirs) < MAX_DEPTH:
+        up = os.path.dirname(dirs[-1])
+        if up == dirs[-1]:  # "/" (a cgroup mounted at /): no further up
+            break
+        dirs.append(up)
     return dirs
 
 

@@ -1,9 +1,14 @@
 """CPU probe: vendor, model, flags, x86-64 level, online CPUs, cgroup limits.
 
-Reads root/proc/cpuinfo, root/sys/devices/system/cpu/online and the cgroup files (see
-probes.cgroup). When root is ``/`` the scheduler affinity (sched_getaffinity) is taken
-into account too. Never raises: an unreadable /proc/cpuinfo gives state ``unusable`` with
-empty flags (the selection then only accepts kernel sets with no CPU requirements).
+Reads root/proc/cpuinfo (its first MiB: the first processor's block and the processor
+count, which only stands in when the online list is missing), root/sys/devices/system/
+cpu/online and the cgroup files (see probes.cgroup), each through probes._fs (regular
+files only, non-blocking, capped). CPU lists count only CPU numbers below the online
+list's highest + 1 (else probes._fs.MAX_CPUS). When root is ``/`` the scheduler affinity
+(sched_getaffinity) is taken into account too. Runs within its time budget like every
+probe. Never raises: an unreadable /proc/cpuinfo, or a probe past its budget, gives state
+``unusable`` with empty flags (the selection then only accepts kernel sets with no CPU
+requirements).
 """
 from __future__ import annotations
 
@@ -75,19 +80,26 @@ def _emulated(arch: str, flags: frozenset, notes: list[str],
 
 
 def probe(root: str = "/", budget_s: float = 1.0) -> CpuProbe:
-    """Probe the CPU; see the module docstring. ``budget_s`` is unused (file reads only)."""
+    """Probe the CPU within ``budget_s`` seconds (probes._budget); see the module
+    docstring. Never raises: past the budget the result is ``unusable`` ("timeout")."""
+    from probes._budget import BudgetExceeded, call_within
+
     t0 = time.monotonic()
+    n = os.cpu_count() or 1
     try:
-        r = _probe(root)
+        r = call_within(lambda: _probe(root), budget_s, "CPU probe")
+    except BudgetExceeded:
+        r = CpuProbe(state=UNUSABLE, reason=f"timeout: the CPU probe did not finish within {budget_s:g} s: "
+                     "CPU flags unknown", online=n, effective_cpus=n)
     except Exception as exc:  # noqa: BLE001 - a probe never raises
         r = CpuProbe(state=UNUSABLE, reason=f"probe failed: {type(exc).__name__}: {exc}",
-                     online=os.cpu_count() or 1, effective_cpus=os.cpu_count() or 1)
+                     online=n, effective_cpus=n)
     return r._replace(elapsed_ms=round((time.monotonic() - t0) * 1000, 2))
 
 
 def _probe(root: str) -> CpuProbe:
     notes: list[str] = []
-    text = _fs.read(root, "/proc/cpuinfo")
+    text = _fs.read(root, "/proc/cpuinfo", _fs.LARGE)
     info = parse_cpuinfo(text or "")
     state, reason = USABLE, ""
     if text is None:
@@ -104,7 +116,9 @@ def _probe(root: str) -> CpuProbe:
     online = len(online_list) or int(info["processors"]) or (os.cpu_count() or 1)  # type: ignore[call-overload]
 
     lim = read_limits(root)
-    cpuset = len(lim.cpuset) if lim.cpuset else None
+    bound = online_list[-1] + 1 if online_list else _fs.MAX_CPUS
+    cpuset = sum(1 for c in lim.cpuset if c < bound) if lim.cpuset else None
+    cpuset = cpuset or None
     if root in ("", "/") and hasattr(os, "sched_getaffinity"):
         aff = len(os.sched_getaffinity(0))
         if cpuset is None or aff < cpuset:

@@ -44,7 +44,7 @@ def probe(root: str = "/", budget_s: float = 2.0, env: Mapping[str, str] | None 
     MLU_VISIBLE_DEVICES / CN_VISIBLE_DEVICES selects none (probes.visible); unusable:
     control node missing, no permission, cnmon failing. Only visible MLUs are listed."""
     env = os.environ if env is None else env
-    return accel.timed("mlu", lambda: _probe(root, budget_s, env))
+    return accel.timed("mlu", lambda: _probe(root, budget_s, env), budget_s)
 
 
 def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
@@ -58,7 +58,7 @@ def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
         return DeviceProbe("mlu", USABLE, devices=tuple(devs), notes=(*notes, "cnmon not found; models unknown"))
     rc, out = _fs.run_tool([tool], max(0.1, budget_s - (time.monotonic() - t0)))
     if rc is None:
-        return DeviceProbe("mlu", UNUSABLE, f"timeout: cnmon {out}", devices=tuple(devs))
+        return DeviceProbe("mlu", UNUSABLE, accel.tool_failed("cnmon", out), devices=tuple(devs))
     if rc != 0:
         return DeviceProbe("mlu", UNUSABLE, f"cnmon failed (exit {rc})", devices=tuple(devs))
     parsed, driver = parse_cnmon(out)

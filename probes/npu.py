@@ -43,7 +43,7 @@ def probe(root: str = "/", budget_s: float = 2.0, env: Mapping[str, str] | None 
     ASCEND_RT_VISIBLE_DEVICES selects none: probes.visible), unusable (control nodes
     missing, no permission, busy, npu-smi timeout), usable. Only visible NPUs are listed."""
     env = os.environ if env is None else env
-    return accel.timed("npu", lambda: _probe(root, budget_s, env))
+    return accel.timed("npu", lambda: _probe(root, budget_s, env), budget_s)
 
 
 def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
@@ -63,7 +63,7 @@ def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
     left = max(0.1, budget_s - (time.monotonic() - t0))
     rc, out = _fs.run_tool([tool, "info"], left)
     if rc is None:
-        return DeviceProbe("npu", UNUSABLE, f"timeout: npu-smi info {out}", devices=tuple(devs),
+        return DeviceProbe("npu", UNUSABLE, accel.tool_failed("npu-smi info", out), devices=tuple(devs),
                            driver_version=driver)
     if "device is used" in out or "-8020" in out:
         return DeviceProbe("npu", UNUSABLE, "busy: the NPUs are held by another container or "

@@ -49,7 +49,7 @@ def probe(root: str = "/", budget_s: float = 2.0, env: Mapping[str, str] | None 
     selects none (probes.visible); unusable: /dev/xpuctrl missing, no permission, busy or
     xpu_smi failing; usable otherwise. Only visible devices are listed."""
     env = os.environ if env is None else env
-    return accel.timed("xpu", lambda: _probe(root, budget_s, env))
+    return accel.timed("xpu", lambda: _probe(root, budget_s, env), budget_s)
 
 
 def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
@@ -64,7 +64,7 @@ def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
                            notes=(*notes, "xpu_smi not found; models unknown"))
     rc, out = _fs.run_tool([tool, "-m"], max(0.1, budget_s - (time.monotonic() - t0)))
     if rc is None:
-        return DeviceProbe("xpu", UNUSABLE, f"timeout: xpu_smi -m {out}", devices=tuple(devs))
+        return DeviceProbe("xpu", UNUSABLE, accel.tool_failed("xpu_smi -m", out), devices=tuple(devs))
     low = out.lower()
     if "busy" in low or "in use" in low or "occupied" in low:
         return DeviceProbe("xpu", UNUSABLE, "busy: xpu_smi says the devices are in use: "

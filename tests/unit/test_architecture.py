@@ -30,6 +30,12 @@ SHARED_RUNTIME_HELPERS = {
     ("entrypoint.main", "probes._show"),
     ("entrypoint.health", "probes._budget"),
     ("entrypoint.health", "probes._fs"),
+    # issue 22: the entrypoint reads image.json and reports through the one bounded
+    # reader, and names bad values with the one escaping helper
+    ("entrypoint.main", "probes._fs"),
+    ("entrypoint.runtime", "probes._fs"),
+    ("entrypoint.runtime", "probes._show"),
+    ("entrypoint.options", "probes._show"),
 }
 
 
