@@ -20,7 +20,7 @@ import jsonschema
 
 from entrypoint import devicestring
 
-from . import platforms
+from . import matrixrules, platforms
 from .errors import InputError, Problem
 from .safetext import clip, cut
 from .yamlsrc import Locator, read_document
@@ -33,13 +33,16 @@ REQUIRED_AXES = ("base", "framework")
 @dataclass(frozen=True)
 class Stage:
     """One stage template: ``uses`` names the component tables it renders with,
-    ``copies`` the build-context paths it COPYs, ``tests`` its testinfra suites."""
+    ``copies`` the build-context paths it COPYs, ``tests`` its testinfra suites,
+    ``parents`` the stages it may be built on (empty: on the OS base image; see
+    ``chains``)."""
 
     name: str
     template: str
     uses: tuple[str, ...] = ()
     copies: tuple[str, ...] = ()
     tests: tuple[str, ...] = ()
+    parents: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -386,6 +389,7 @@ def load_matrix(path: str | Path) -> Matrix:
     found: Found = list(doc.problems)
     found += _schema_problems(doc.data, doc.locate, _Taint(found))
     found += _reference_problems(doc.data, doc.locate, root, _Taint(found))
+    found += matrixrules.problems(doc.data, doc.locate, _Taint(found).clean)
     matrix = _freeze(path, root, doc.data, doc.locate, _Taint(found))
     if not found:
         return matrix
@@ -411,7 +415,8 @@ def _freeze(path: Path, root: Path, data: Any, locate: Locator, taint: _Taint) -
     }
     stages = {
         name: Stage(name=name, template=s["template"], uses=tuple(s.get("uses", ())),
-                    copies=tuple(s.get("copies", ())), tests=tuple(s.get("tests", ())))
+                    copies=tuple(s.get("copies", ())), tests=tuple(s.get("tests", ())),
+                    parents=tuple(s.get("parents", ())))
         for name, s in _d(data.get("stages")).items() if _stage_shaped(s)
     }
 

@@ -159,7 +159,7 @@ MATRIX_CASES = [
     ("two-groups-one-name", "    aliases: [\"{{ framework.version }}\"]\n",
      "    aliases: [\"{{ framework.version }}\"]\n  - chain: [base, runtime]\n    name: six\n"
      "    axes: {base: [deb12], framework: [six-1]}\n    tag: other\n",
-     "image group 'six' is defined twice (first at matrix.yaml:42)", "    name: six"),
+     "image group 'six' is defined twice (first at matrix.yaml:43)", "    name: six"),
     ("two-merge-keys", "    six-2:\n      package: six\n",
      "    six-2:\n      <<: {device: cpu}\n      <<: {import: six}\n      package: six\n",
      "a second '<<' merge key in one mapping", "<<: {import: six}"),
@@ -277,7 +277,7 @@ def test_every_phase_is_reported_at_once(project, capsys, monkeypatch):
     monkeypatch.chdir(project(text).parent)
     code, err = _run(["--list"], capsys)
     assert code == 2, err
-    assert [e.split(":")[2] for e in err] == ["1", "8", "42"], err
+    assert [e.split(":")[2] for e in err] == ["1", "8", "43"], err
     assert "schema: must be 1, not 2" in err[0]
     assert "templates/nope.j2 does not exist" in err[1]
     assert "framework-python: six-1 has builds for Python 3.12, not 3.11" in err[2]
@@ -379,7 +379,7 @@ def test_a_copied_path_may_not_lead_outside_the_project(project, tmp_path, capsy
     monkeypatch.chdir(path.parent)
     code, err = _run(["--list"], capsys)
     assert code == 2, err
-    assert err == [f"error: matrix.yaml:13: stage 'runtime': copied path probes is a symbolic "
+    assert err == [f"error: matrix.yaml:14: stage 'runtime': copied path probes is a symbolic "
                    f"link to {outside}, outside the project; copy real files: replace the "
                    "link with what it points to"], err
 
