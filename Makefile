@@ -41,14 +41,14 @@ lint:
 	$(PYTHON) -m ruff check stagecraft probes entrypoint tests bench build.py
 	$(PYTHON) -m pytest tests/unit/test_lint.py tests/unit/test_ci.py::test_workflows_pass_actionlint -q
 
-# The fuzzer's long run: FUZZ_EXAMPLES examples for each of its tests (6 tests; the
-# default 20000 makes 120,000 examples, about 1-2 hours on 2 cores). `make test` runs the
-# same tests with the short `ci` budget.
+# The fuzzers' long run: FUZZ_EXAMPLES examples for each of their tests (the matrix
+# fuzzer's 6 tests and the lock fuzzer's 4: the default 20000 makes 200,000 examples, about
+# 2-3 hours on 2 cores). `make test` runs the same tests with the short `ci` budget.
 # Memory is capped at 4 GiB (ulimit -v): an input that made the tool grow without bound
 # fails as a MemoryError instead of swapping.
 FUZZ_EXAMPLES ?= 20000
 fuzz:
-	ulimit -v 4194304; FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PYTHON) -m pytest tests/unit/test_fuzz.py -q -p no:warnings \
+	ulimit -v 4194304; FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PYTHON) -m pytest tests/unit/test_fuzz.py tests/unit/test_lock_fuzz.py -q -p no:warnings \
 	  --hypothesis-profile=long --hypothesis-show-statistics
 
 golden:
