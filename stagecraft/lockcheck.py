@@ -132,7 +132,8 @@ def _schema_problems(doc: Any) -> list[tuple[tuple, str]]:
 
     found = []
     for err in _validator().iter_errors(doc):
-        found.append((tuple(err.absolute_path), _schema_message(err)))
+        key = "key " if "propertyNames" in err.absolute_schema_path else ""
+        found.append((tuple(err.absolute_path), key + _schema_message(err)))
         if len(found) >= 20:
             break
     return sorted(found, key=lambda f: [str(p) for p in f[0]])
@@ -219,7 +220,7 @@ def _entry(path: tuple) -> str:
     if len(path) >= 2 and path[0] in ("debian", "python"):
         rest = ".".join(map(str, path[2:]))
         return f"{path[0]} entry {clip(str(path[1]), 100)}" + (f": {cut(rest, 200)}" if rest else "")
-    return clip(".".join(map(str, path)), 200) or "(top level)"
+    return cut(".".join(map(str, path)), 200) or "(top level)"
 
 
 def _where(text: str, path: tuple, where: str) -> str:
