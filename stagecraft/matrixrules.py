@@ -21,6 +21,10 @@ def _d(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+def _l(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
 def _names(value: Any) -> list[str] | None:
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return value
@@ -63,7 +67,7 @@ def _parents(data: dict, locate: Locator, clean: Callable[[tuple], bool]) -> tup
 
 def _chain_problems(data: dict, locate: Locator, clean: Callable[[tuple], bool]) -> Found:
     parents, found = _parents(data, locate, clean)
-    for gi, group in enumerate(data.get("images") or []):
+    for gi, group in enumerate(_l(data.get("images"))):
         chain = _names(_d(group).get("chain"))
         if not clean(("images", gi)) or not chain or any(s not in parents for s in chain):
             continue
@@ -79,7 +83,7 @@ def _sets(data: dict) -> list[tuple[tuple, list[pins.Line]]]:
     """Every requirement set of the matrix with the path of the component it belongs to."""
     comps = _d(data.get("components"))
     entry = [pins.Line(r, ("entrypoint", "requirements", i), "entrypoint requirement")
-             for i, r in enumerate(_d(data.get("entrypoint")).get("requirements") or [])
+             for i, r in enumerate(_l(_d(data.get("entrypoint")).get("requirements")))
              if isinstance(r, str)]
     out = []
     for table, own, key, role in (("framework", "package", "version", "the framework's own pin"),
@@ -95,7 +99,7 @@ def _sets(data: dict) -> list[tuple[tuple, list[pins.Line]]]:
             if table == "framework":
                 lines += entry
             lines += [pins.Line(c, at + ("constraints", i)) for i, c in
-                      enumerate(comp.get("constraints") or []) if isinstance(c, str)]
+                      enumerate(_l(comp.get("constraints"))) if isinstance(c, str)]
             out.append((at, lines))
     return out
 

@@ -165,3 +165,95 @@ def test_issue_reproductions_on_the_real_matrix(real_project, old, new, fragment
         assert proc.returncode == 2, proc.stderr[-2000:]
         assert any(ln.startswith(f"error: matrix.yaml:{line}: ") and fragment in ln for ln in lines), lines
         assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+# -- properties (hypothesis) ----------------------------------------------------------------
+
+from hypothesis import HealthCheck, event, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from stagecraft.bases import base_image  # noqa: E402
+from stagecraft.render import render_stages, tag_dockerfile  # noqa: E402
+
+# The project fixture's directory is reused by every example (the matrix is rewritten);
+# a share of the profile's budget: each example loads a matrix (tens of ms).
+PROPERTY = settings(deadline=None, max_examples=max(1, settings.default.max_examples // 3),
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+EXTRA = ["x1", "x2", "x3"]  # stages on the base template: they render with the base alone
+ALL = ["base", "runtime", *EXTRA]
+
+
+def _stage_block(name: str, parents: list[str]) -> str:
+    tpl = "runtime.Dockerfile.j2\n    uses: [framework]\n    copies: [entrypoint, probes]" \
+        if name == "runtime" else "base.Dockerfile.j2"
+    line = f"    parents: [{', '.join(parents)}]\n" if parents else ""
+    return f"  {name}:\n    template: {tpl}\n{line}"
+
+
+@st.composite
+def chained_matrix(draw) -> tuple[str, dict[str, list[str]], list[str]]:
+    parents = {s: draw(st.lists(st.sampled_from(ALL), max_size=3, unique=True)) for s in ALL}
+    chain = draw(st.lists(st.sampled_from(ALL), min_size=1, max_size=5, unique=True))
+    head, rest = MINIMAL.split("stages:\n", 1)
+    _, tail = rest.split("components:\n", 1)
+    stages = "".join(_stage_block(s, parents[s]) for s in ALL)
+    text = (head + "stages:\n" + stages + "components:\n" + tail).replace(
+        "chain: [base, runtime]", f"chain: [{', '.join(chain)}]")
+    return text, parents, chain
+
+
+@PROPERTY
+@given(chained_matrix())
+def test_a_chain_that_loads_builds_each_stage_on_one_of_its_parents(project, monkeypatch, case):
+    """Any stages' parents, any chain: refused with lines at matrix.yaml:N, or every
+    rendered FROM puts a stage on one of its parents and the first on the OS base image
+    (the rendered Dockerfile is the oracle, not the rule)."""
+    text, parents, chain = case
+    path = project(text)
+    monkeypatch.chdir(path.parent)
+    try:
+        matrix = load_matrix(path)
+        specs = expand(matrix)
+    except InputError as exc:
+        assert all(p.line().startswith("matrix.yaml") for p in exc.problems), exc
+        event("refused")
+        return
+    event("rendered")
+    for spec in specs:
+        base = base_image(spec.base, None)
+        text = tag_dockerfile(matrix, spec, render_stages(matrix, spec), base.ref, {})
+        froms = [ln.split()[1:] for ln in text.splitlines() if ln.startswith("FROM ")]
+        froms = [f for f in froms if len(f) == 3 and f[1] == "AS" and f[2] in ALL]
+        assert froms[0][0] == base.ref and not parents[froms[0][2]], froms
+        for parent, _, stage in froms[1:]:
+            assert parent in parents[stage], (parent, stage, froms)
+
+
+VERSIONS = ["0.9", "1.0", "1.0.1", "1.5", "2.0", "2.0.1", "2.5", "3.0"]
+SPECS = st.builds(lambda op, v: f"numpy{op}{v}", st.sampled_from(["==", "!=", "<", "<=", ">", ">=", "~="]),
+                  st.sampled_from(VERSIONS)) | st.sampled_from(["numpy==1.*", "numpy==2.*", "NumPy==1.0"])
+
+
+@PROPERTY
+@given(st.lists(SPECS, min_size=1, max_size=4, unique=True))
+def test_constraints_are_refused_exactly_when_no_pinned_version_satisfies_them(project, monkeypatch, specs):
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    line = f"      constraints: [{', '.join(repr(s) for s in specs)}]\n"
+    text = MINIMAL.replace('      build: {python: ["3.11"]}\n', '      build: {python: ["3.11"]}\n' + line, 1)
+    path = project(text)
+    monkeypatch.chdir(path.parent)
+    reqs = [Requirement(s) for s in specs]
+    pinned = [Version(s.version) for r in reqs for s in r.specifier
+              if s.operator == "==" and not s.version.endswith("*")]
+    grid = [Version(v) for v in VERSIONS] + pinned
+    satisfiable = any(all(r.specifier.contains(v) for r in reqs) for v in grid)
+    try:
+        load_matrix(path)
+        refused = False
+    except InputError as exc:
+        assert all("no version of numpy satisfies both" in p.what for p in exc.problems), exc
+        refused = True
+    event("refused" if refused else "loaded")
+    assert refused == (bool(pinned) and not satisfiable), (specs, refused)
