@@ -33,7 +33,7 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-from .errors import InputError, Problem
+from .errors import InputError
 from .safetext import clip, cut, describe, first_unsafe
 from .yamlsrc import read_bounded
 
@@ -43,7 +43,9 @@ MAX_DEPTH = 16  # nesting levels (a lock uses 6)
 MAX_VALUES = 500_000  # strings, brackets and commas (the committed lock: about 40,000)
 REGEN = "run `python3 build.py lock` to write it again"
 
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},:]')
+# A JSON string (unrolled: no backtracking state per character, so a string of megabytes
+# costs no more than its own size), or one of the structural characters.
+_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},:]')
 
 
 class _Duplicate(ValueError):
@@ -194,25 +196,24 @@ def _python_problems(doc: dict[str, Any]) -> list[tuple[tuple, str]]:
     return found
 
 
-def problems(doc: Any, text: str, where: str = "matrix.lock") -> list[Problem]:
-    """What is wrong with the parsed lock ``doc`` (``text``: what it was parsed from, for
-    line numbers), each as a ``Problem`` at ``where:line`` naming the entry and what to
-    do; empty when it is sound. Schema problems first; the checks in code run on a lock
-    of the right shape only."""
-    found = _schema_problems(doc) or _strings(doc) or _python_problems(doc)
-    return [Problem(_where(text, path, where), f"{_entry(path)}: {what}", REGEN)
-            for path, what in found]
+def problems(doc: Any) -> list[tuple[tuple, str]]:
+    """What is wrong with the parsed lock ``doc``, as ``(path, what)`` pairs (the path of
+    the value, keys and indexes; at most about 20); empty when it is sound. Schema
+    problems first; the checks in code run on a lock of the right shape only."""
+    return _schema_problems(doc) or _strings(doc) or _python_problems(doc)
 
 
 def validate(doc: Any, text: str, where: str = "matrix.lock") -> None:
-    """Raise ``InputError`` with one line, the first of ``problems`` (and how many more
-    there are), when the lock is not sound."""
-    found = problems(doc, text, where)
+    """Raise ``InputError`` with one line when the lock is not sound: the first of
+    ``problems`` at ``where:line`` (its line in ``text``, the text ``doc`` was parsed
+    from), naming the entry, what is wrong (and how many more problems there are) and
+    what to do."""
+    found = problems(doc)
     if found:
-        first = found[0]
+        path, what = found[0]
         more = f" (and {len(found) - 1} more problem{'s' if len(found) > 2 else ''})" \
             if len(found) > 1 else ""
-        raise InputError.one(first.where, first.what + more, first.hint)
+        raise InputError.one(_where(text, path, where), f"{_entry(path)}: {what}{more}", REGEN)
 
 
 def _entry(path: tuple) -> str:

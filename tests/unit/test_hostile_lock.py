@@ -202,7 +202,7 @@ CONTENT_CASES: list[tuple[str, Any, str]] = [
     ("py-inputs-requirements-text", _set(PIN + ("requirements",), "six==1.16.0"), "is not of type 'array'"),
     ("py-inputs-no-constraints", _drop(PIN + ("constraints",)), "'constraints' is a required property"),
     ("entry-key-huge", _rename(("python", PY), "x" * 5000), "python: key 'xxxxx"),
-    ("py-entry-key-nul", _rename(("python", PY), "a\x00b"), "holds U+0000 (NULL)"),
+    ("entry-key-nul", _rename(("python", PY), "a\x00b"), "python: key 'a\\x00b' is not of the expected form"),
     ("repository-bidi", _set(("matrix", "repository"), "example\u202e/fw"), "holds U+202E"),
     ("source-surrogate", _set(("matrix", "source"), "x\ud800"), "holds U+D800"),
     ("deep-value", _set(("matrix", "source"), json.loads("[" * 12 + "]" * 12)), "is not of type 'string'"),
