@@ -22,6 +22,7 @@ import re
 from functools import cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import jsonschema
 from packaging.utils import (
@@ -163,11 +164,13 @@ def _strings(doc: Any) -> list[tuple[tuple, str]]:
 
 
 def _file_problem(name: str, version: Version, filename: str) -> str | None:
+    # The name as its URL ends (resolve.py): an index may quote it (torch-2.10.0%2Bcu128-...).
+    plain = unquote(filename)
     try:
-        if filename.endswith(".whl"):
-            fname, fversion, _, _ = parse_wheel_filename(filename)
+        if plain.endswith(".whl"):
+            fname, fversion, _, _ = parse_wheel_filename(plain)
         else:
-            fname, fversion = parse_sdist_filename(filename)
+            fname, fversion = parse_sdist_filename(plain)
     except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion) as exc:
         return f"{clip(filename, 80)} is not a wheel or sdist file name ({clip(str(exc), 60)})"
     if canonicalize_name(fname) != name or fversion != version:

@@ -297,6 +297,18 @@ def test_the_line_named_is_the_entry_s(sound):
     assert '"six": {"version": "1.16.0x"' in text.splitlines()[number - 1], line
 
 
+def test_a_quoted_file_name_is_read_as_its_index_serves_it(sound):
+    """A wheel whose URL quotes its local version (PyTorch's index: ``%2B``) is a file of
+    its own distribution; one of another version is not."""
+    doc = json.loads(sound)
+    rec = doc["python"][PY]["packages"]["six"]
+    rec["version"] = "1.16.0+cu128"
+    rec["files"] = {"six-1.16.0%2Bcu128-py3-none-any.whl": SHA}
+    assert lockfile.loads(seal(doc).decode()).python[PY]["packages"]["six"] == rec
+    rec["files"] = {"six-1.16.0%2Bcu126-py3-none-any.whl": SHA}
+    _one_line(_refusal(seal(doc).decode()), "is a file of six 1.16.0+cu126, not of six 1.16.0+cu128")
+
+
 def test_the_committed_lock_is_sound():
     text = (ROOT / "matrix.lock").read_text()
     assert lockfile.loads(text).python
