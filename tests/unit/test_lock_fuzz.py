@@ -111,10 +111,11 @@ def _scratch():
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")  # a case that reached an engine fails
         yield
-    global _P
-    if _P is not None:
-        shutil.rmtree(_P.root, ignore_errors=True)
-        _P = None
+    global _P, _R
+    for made in (_P, _R):
+        if made is not None:
+            shutil.rmtree(made.root, ignore_errors=True)
+    _P = _R = None
 
 
 def seal(doc: Any) -> bytes:
@@ -343,3 +344,86 @@ def test_the_sound_lock_renders():
     doc = copy.deepcopy(project().doc)
     del doc["debian"]["debian deb12 linux/amd64"]["release"]
     assert outcome(seal(doc), record=False) == "refused"
+
+
+# -- the committed lock ------------------------------------------------------------------
+
+class _Real:
+    """A copy of the project's matrix and committed lock: entries the minimal lock lacks
+    (several platforms, sets resolved over another, `unresolved`)."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="stagecraft-lockfuzz-real-"))
+        for name in ("templates", "entrypoint", "probes", "tests/image"):
+            shutil.copytree(ROOT / name, self.root / name, ignore=shutil.ignore_patterns("__pycache__"))
+        for name in ("matrix.yaml", "matrix.lock"):
+            shutil.copy(ROOT / name, self.root / name)
+        self.matrix = load_matrix(self.root / "matrix.yaml")
+        specs = {s.tag: s for s in expand(self.matrix)}
+        # A CPU image resolved over its runtime, and the GPU image whose runtime is unresolved.
+        self.specs = [specs["2.6.2-cpu-jupyter"], specs["3.2.0-gpu-cuda12.6-cudnn9.5"]]
+        self.doc = json.loads((ROOT / "matrix.lock").read_text())
+        self.writes = 0
+
+
+_R: _Real | None = None
+
+
+def real() -> _Real:
+    global _R
+    if _R is None:
+        _R = _Real()
+    return _R
+
+
+@st.composite
+def mutated_real(draw: st.DrawFn) -> Any:
+    doc = copy.deepcopy(real().doc)
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["debian", "python"]))
+        key = draw(st.sampled_from(sorted(doc[kind])))
+        path = draw(st.sampled_from(_paths(doc[kind][key])[:400]))
+        if not path:
+            doc[kind][key] = draw(VALUES)
+            continue
+        parent, last = _get(doc[kind][key], path[:-1]), path[-1]
+        op = draw(st.sampled_from(["replace", "word", "delete", "rename"]))
+        if op == "replace":
+            parent[last] = draw(VALUES)
+        elif op == "word":
+            parent[last] = draw(WORDS)
+        elif op == "delete":
+            del parent[last]
+        elif isinstance(parent, dict):
+            parent[draw(WORDS)] = parent.pop(last)
+    return doc
+
+
+@settings(SETTINGS, max_examples=max(1, settings.default.max_examples // 25))
+@given(st.data())
+def test_mutations_of_the_committed_lock(data):
+    """Mutations of the committed lock, resealed: they load and both images render, or
+    one line names the lock."""
+    doc = data.draw(mutated_real())
+    lock = _R.root / "matrix.lock"
+    lock.write_bytes(seal(doc))
+    _R.writes += 1
+    os.utime(lock, ns=(_R.writes * 10**9, _R.writes * 10**9))
+    start = time.monotonic()
+    try:
+        for spec in _R.specs:
+            render_stages(_R.matrix, spec)
+        event("rendered")
+    except InputError as exc:
+        _check_refusal(exc)
+        event("refused")
+    assert time.monotonic() - start < BUDGET_S
+
+
+def test_the_committed_lock_renders_both_images():
+    r = real()
+    (r.root / "matrix.lock").write_bytes(seal(r.doc))
+    r.writes += 1
+    os.utime(r.root / "matrix.lock", ns=(r.writes * 10**9, r.writes * 10**9))
+    for spec in r.specs:
+        assert render_stages(r.matrix, spec)
