@@ -92,8 +92,10 @@ class _Project:
         os.utime(self.lock, ns=(self.writes * 10**9, self.writes * 10**9))
 
     def listing(self) -> dict[str, tuple[int, int]]:
-        return {str(p.relative_to(self.root)): (p.stat().st_size, p.stat().st_mtime_ns)
-                for p in sorted(self.root.rglob("*")) if p != self.lock and "tests" not in p.parts[:1]}
+        """Every entry of the project directory but the lock, with its size and mtime: a
+        file written beside the lock (a temporary, a report) or a directory changed."""
+        return {e.name: (e.stat(follow_symlinks=False).st_size, e.stat(follow_symlinks=False).st_mtime_ns)
+                for e in os.scandir(self.root) if e.name != self.lock.name}
 
 
 _P: _Project | None = None
