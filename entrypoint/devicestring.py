@@ -9,6 +9,9 @@ mlu:x, where x is the index of the GPUs, XPUs, NPUs or MLUs"; ROCm builds use ``
      npu: "npu:{index}", mlu: "mlu:{index}"}
 
 and for PyTorch ``{cpu: cpu, nvidia: "cuda:{index}", amd: "cuda:{index}", xpu: "xpu:{index}"}``.
+Each family's record (probes.families ``device_string``) holds PaddlePaddle's spelling; a
+unit test holds matrix.yaml's PaddlePaddle ``device_strings`` equal to them, and the
+matrix schema's family names come from the records (stagecraft.familyschema).
 
 Template fields (Python ``str.format`` names, nothing else):
 - ``index``: the chosen device as the framework numbers it. Runtimes renumber the visible

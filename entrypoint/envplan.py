@@ -10,7 +10,8 @@
   framework does not touch a GPU it cannot use. This one overrides the user's value.
   Likewise Kunlun (``XPU_VISIBLE_DEVICES=""``), Ascend (``ASCEND_RT_VISIBLE_DEVICES=""``),
   AMD (``ROCR_VISIBLE_DEVICES=""``) and Cambricon (``MLU_VISIBLE_DEVICES=""``) devices
-  when the choice is not theirs (probes.visible names each runtime's source).
+  when the choice is not theirs (probes.visible names each runtime's source), and any
+  other family: each record's ``visibility.hide`` spelling (probes.families).
 - Thread pools sized to the effective CPUs (min of online CPUs, cpuset, ceil(quota)) when
   that is below the online count and the user has not set the variable: OpenMP (also
   what oneDNN uses in Paddle's OpenMP builds), MKL, OpenBLAS, and numexpr. Paddle's own
@@ -47,12 +48,6 @@ def plan_env(choice: Any, probes: Mapping[str, Any], kernel_sets: Sequence[Mappi
     cpu = probes.get("cpu")
     if choice.device == "cpu" and cpu is not None:
         _isa(choice, cpu, env, out, notes)
-    nv = probes.get("nvidia")
-    gpus_around = any(s.get("device") == "nvidia" for s in kernel_sets) or (
-        nv is not None and nv.state != "absent")
-    if choice.device != "nvidia" and gpus_around and env.get("CUDA_VISIBLE_DEVICES") != "":
-        out["CUDA_VISIBLE_DEVICES"] = ""
-        notes.append("GPUs hidden from the framework: CUDA_VISIBLE_DEVICES=''")
     _hide_accelerators(choice, probes, kernel_sets, env, out, notes)
     if cpu is not None and cpu.effective_cpus < cpu.online:
         n = str(cpu.effective_cpus)
@@ -111,19 +106,22 @@ def _isa(choice: Any, cpu: Any, env: Mapping[str, str], out: dict[str, str], not
 
 def _hide_accelerators(choice: Any, probes: Mapping[str, Any], kernel_sets: Sequence[Mapping[str, Any]],
                        env: Mapping[str, str], out: dict[str, str], notes: list[str]) -> None:
-    """Kunlun, Ascend, AMD and Cambricon devices hidden (probes.visible.hide: each runtime's
-    own spelling) when the choice is not theirs but the image carries sets for them or
-    they are visible: the framework must not open a device it was not chosen for."""
-    around = [f for f in ("xpu", "npu", "amd", "mlu") if f != choice.device and (
-        any(s.get("device") == f for s in kernel_sets)
-        or (probes.get(f) is not None and probes[f].state != "absent"))]
+    """Every other family's devices hidden (probes.visible.hide: each runtime's own
+    spelling, from the family's record), in probe order, NVIDIA first, when the choice is
+    not theirs but the image carries sets for them or they are visible: the framework
+    must not open a device it was not chosen for."""
+    from probes.families import records
+
+    around = [f for f in records() if f.visibility is not None and f.name != choice.device and (
+        any(s.get("device") == f.name for s in kernel_sets)
+        or (probes.get(f.name) is not None and probes[f.name].state != "absent"))]
     if not around:
         return
     from probes import visible
 
     for fam in around:
-        hide = visible.hide(fam, env)
+        hide = visible.hide(fam.name, env)
         if hide:
             out.update(hide)
-            notes.append(f"{visible.NAMES[fam]}s hidden from the framework: "
+            notes.append(f"{fam.plural} hidden from the framework: "
                          + ", ".join(f"{k}={v!r}" for k, v in hide.items()))

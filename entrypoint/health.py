@@ -13,6 +13,8 @@ only those devices, cheaply and without importing the framework:
 - Kunlun, Ascend, AMD, Cambricon: the chosen devices' nodes and the family's control nodes
   still exist and may be opened read-write by this uid.
 - CPU (or no report: the container was started without the entrypoint): nothing to check.
+Which check a family gets, and its control nodes, are its record's ``health`` and
+``controls`` (probes.families).
 
 Exit 0 healthy, 1 unhealthy (Docker's HEALTHCHECK convention; 2 is reserved there, so a
 bad option is also 1). One line on stdout: Docker keeps it in ``docker inspect``'s
@@ -30,14 +32,12 @@ if TYPE_CHECKING:
 
 DEFAULT_BUDGET_S = 2.0
 HEALTHY, UNHEALTHY = 0, 1
-CONTROLS = {"xpu": ("/dev/xpuctrl",), "npu": ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"),
-            "mlu": ("/dev/cambricon_ctl",), "amd": ("/dev/kfd",)}
 
 
 def _nvml(uuids: Sequence[str]) -> str:
     """All NVML calls of one check; returns "" when every chosen GPU answers, else why.
     Raises pynvml.NVMLError (the caller words it)."""
-    from probes.nvidia import _import_pynvml
+    from probes.nvidia import import_pynvml as _import_pynvml
 
     nv = _import_pynvml()
     nv.nvmlInit()
@@ -78,10 +78,13 @@ def check_nvidia(devices: Sequence[Mapping[str, Any]], budget_s: float) -> tuple
 
 def check_nodes(family: str, devices: Sequence[Mapping[str, Any]], root: str) -> tuple[int, str]:
     """(exit status, line) for a device-node family: the chosen devices' nodes and the
-    family's control nodes exist and may be opened read-write."""
+    family's control nodes (its record's ``controls``; none for a family without a
+    record) exist and may be opened read-write."""
     from probes import _fs
+    from probes.families import find
 
-    paths = [str(d["node"]) for d in devices if d.get("node")] + list(CONTROLS.get(family, ()))
+    fam = find(family)
+    paths = [str(d["node"]) for d in devices if d.get("node")] + list(fam.controls if fam else ())
     gone = [p for p in paths if not _fs.exists(root, p)]
     if gone:
         return UNHEALTHY, f"unhealthy: {', '.join(gone)} gone"
@@ -92,14 +95,19 @@ def check_nodes(family: str, devices: Sequence[Mapping[str, Any]], root: str) ->
 
 
 def check(report: Mapping[str, Any] | None, budget_s: float, root: str = "/") -> tuple[int, str]:
-    """(exit status, line) for a start-up report (None: there is none)."""
+    """(exit status, line) for a start-up report (None: there is none). The chosen
+    family's record (probes.families ``health``) says what to check: NVML, its nodes,
+    or nothing; a family without a record gets the node check."""
+    from probes.families import find
+
     if not report:
         return HEALTHY, "healthy: no start-up report (started without the entrypoint): nothing to check"
     device = report.get("device")
-    if report.get("refused") or not device or device == "cpu":
+    fam = find(device) if isinstance(device, str) else None
+    if report.get("refused") or not device or (fam is not None and fam.health == "none"):
         return HEALTHY, f"healthy: {device or 'nothing'} chosen: nothing to check"
     devices = ((report.get("probes") or {}).get(device) or {}).get("devices") or []
-    if device == "nvidia":
+    if fam is not None and fam.health == "nvml":
         return check_nvidia(devices, budget_s)
     return check_nodes(device, devices, root)
 

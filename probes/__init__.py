@@ -11,7 +11,8 @@ TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-from probes.types import FAMILIES, CpuProbe, DeviceProbe
+from probes.families import NAMES, get
+from probes.types import CpuProbe, DeviceProbe
 
 DEFAULT_BUDGET_S = 3.0
 
@@ -19,10 +20,13 @@ DEFAULT_BUDGET_S = 3.0
 def probe_family(family: str, root: str = "/", budget_s: float = DEFAULT_BUDGET_S,
                  env: Mapping[str, str] | None = None) -> DeviceProbe | CpuProbe:
     """Run one family's probe (``"nvidia"``, ``"xpu"``, ``"npu"``, ``"amd"``, ``"mlu"``,
-    ``"cpu"``); imports its module only now. Raises ValueError for an unknown family."""
-    if family not in FAMILIES:
-        raise ValueError(f"unknown device family {family!r}; expected one of {', '.join(FAMILIES)}")
-    mod = importlib.import_module(f"probes.{family}")
+    ``"cpu"``, or a registered family: its record's ``probe`` module, probes.families);
+    imports the module only now. Raises ValueError for an unknown family."""
+    try:
+        record = get(family)
+    except KeyError as exc:
+        raise ValueError(exc.args[0]) from None
+    mod = importlib.import_module(record.probe)
     if family == "cpu":
         return mod.probe(root, budget_s)  # type: ignore[no-any-return]
     return mod.probe(root, budget_s, env)  # type: ignore[no-any-return]
@@ -34,7 +38,7 @@ def probe_all(root: str = "/", budget_s: float = DEFAULT_BUDGET_S,
     """Probe the given families (default: all) and return {family: result}, cpu included.
     ``budget_s`` is each family's budget (seconds); only families with device nodes run
     vendor tools or NVML, so the common path costs a few file reads."""
-    wanted = list(families) if families is not None else list(FAMILIES)
+    wanted = list(families) if families is not None else list(NAMES)
     if "cpu" not in wanted:
         wanted.append("cpu")
     return {f: probe_family(f, root, budget_s, env) for f in wanted}

@@ -14,10 +14,12 @@ TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-from probes import _accel, _fs, visible
+from probes import _fs, accel, visible
+from probes.families import get
 from probes.types import ABSENT, UNUSABLE, USABLE, Device, DeviceProbe
 
 TOPOLOGY = "/sys/class/kfd/kfd/topology/nodes"
+FAMILY = get("amd")  # render nodes and /dev/kfd: probes.families
 
 
 def gfx_name(target_version: int) -> str:
@@ -44,7 +46,7 @@ def probe(root: str = "/", budget_s: float = 1.0, env: Mapping[str, str] | None 
     /dev/kfd or render nodes missing, or no permission; usable otherwise. Only visible
     GPUs are listed; their ``uuid`` is ROCr's ``GPU-<unique_id in hex>``."""
     env = os.environ if env is None else env
-    return _accel.timed("amd", lambda: _probe(root, env))
+    return accel.timed("amd", lambda: _probe(root, env))
 
 
 def _probe(root: str, env: Mapping[str, str]) -> DeviceProbe:
@@ -71,7 +73,7 @@ def _probe(root: str, env: Mapping[str, str]) -> DeviceProbe:
         if why:
             return DeviceProbe("amd", ABSENT, why, notes=tuple(notes))
     kfd = _fs.exists(root, "/dev/kfd")
-    renders = _fs.numbered(root, "/dev/dri", "renderD")
+    renders = _fs.numbered(root, *FAMILY.node_parts())
     if not kfd and not gpus:
         return DeviceProbe("amd", ABSENT, "no AMD GPU visible (no /dev/kfd, no GPU in KFD topology)")
     if not kfd:
@@ -83,7 +85,7 @@ def _probe(root: str, env: Mapping[str, str]) -> DeviceProbe:
     if not renders:
         return DeviceProbe("amd", UNUSABLE, "/dev/kfd present but no /dev/dri/renderD* (pass --device /dev/dri)",
                            devices=tuple(gpus))
-    no = _accel.denied(root, ["/dev/kfd"] + [p for _, p in renders])
+    no = accel.denied(root, [*FAMILY.controls, *(p for _, p in renders)])
     if no:
         return DeviceProbe("amd", UNUSABLE, "no permission on " + ", ".join(no)
                            + " (add --group-add video / render)", devices=tuple(gpus))

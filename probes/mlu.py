@@ -14,9 +14,11 @@ TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-from probes import _accel, _fs
+from probes import _fs, accel
+from probes.families import get
 from probes.types import UNUSABLE, USABLE, Device, DeviceProbe
 
+FAMILY = get("mlu")  # nodes, control node and tool: probes.families
 _CARD = re.compile(r"^\|\s*(\d+)\s+(\S+)\s+(MLU\S*)\s+(v\S+)\s*\|(.*)$")
 
 
@@ -42,16 +44,16 @@ def probe(root: str = "/", budget_s: float = 2.0, env: Mapping[str, str] | None 
     MLU_VISIBLE_DEVICES / CN_VISIBLE_DEVICES selects none (probes.visible); unusable:
     control node missing, no permission, cnmon failing. Only visible MLUs are listed."""
     env = os.environ if env is None else env
-    return _accel.timed("mlu", lambda: _probe(root, budget_s, env))
+    return accel.timed("mlu", lambda: _probe(root, budget_s, env))
 
 
 def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
     t0 = time.monotonic()
-    nodes, stop, notes = _accel.gate(root, "mlu", "Cambricon MLU", "cambricon_dev", ("/dev/cambricon_ctl",), env)
+    nodes, stop, notes = accel.gate(root, FAMILY, env)
     if stop:
         return stop
     devs = [Device(index=i, node=p) for i, p in nodes]
-    tool = _fs.which(root, "cnmon", env.get("PATH"))
+    tool = _fs.which(root, FAMILY.tools[0], env.get("PATH"), FAMILY.tool_dirs)
     if tool is None:
         return DeviceProbe("mlu", USABLE, devices=tuple(devs), notes=(*notes, "cnmon not found; models unknown"))
     rc, out = _fs.run_tool([tool], max(0.1, budget_s - (time.monotonic() - t0)))
@@ -60,5 +62,5 @@ def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
     if rc != 0:
         return DeviceProbe("mlu", UNUSABLE, f"cnmon failed (exit {rc})", devices=tuple(devs))
     parsed, driver = parse_cnmon(out)
-    parsed = _accel.keep_visible(parsed, nodes)
+    parsed = accel.keep_visible(parsed, nodes)
     return DeviceProbe("mlu", USABLE, devices=tuple(parsed or devs), driver_version=driver, notes=tuple(notes))

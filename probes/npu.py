@@ -20,11 +20,11 @@ TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-from probes import _accel, _fs
+from probes import _fs, accel
+from probes.families import get
 from probes.types import UNUSABLE, USABLE, Device, DeviceProbe
 
-CONTROL = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
-TOOL_DIRS = ("/usr/local/sbin", "/usr/local/Ascend/driver/tools")
+FAMILY = get("npu")  # nodes, control nodes, tool and its directories: probes.families
 _ROW = re.compile(r"^\|\s*(\d+)\s+(\S+)\s*\|\s*(\S+)\s*\|")
 
 
@@ -43,12 +43,12 @@ def probe(root: str = "/", budget_s: float = 2.0, env: Mapping[str, str] | None 
     ASCEND_RT_VISIBLE_DEVICES selects none: probes.visible), unusable (control nodes
     missing, no permission, busy, npu-smi timeout), usable. Only visible NPUs are listed."""
     env = os.environ if env is None else env
-    return _accel.timed("npu", lambda: _probe(root, budget_s, env))
+    return accel.timed("npu", lambda: _probe(root, budget_s, env))
 
 
 def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
     t0 = time.monotonic()
-    nodes, stop, vis_notes = _accel.gate(root, "npu", "Ascend NPU", "davinci", tuple(CONTROL), env)
+    nodes, stop, vis_notes = accel.gate(root, FAMILY, env)
     if stop:
         return stop
     info = _fs.read(root, "/usr/local/Ascend/driver/version.info") or ""
@@ -56,7 +56,7 @@ def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
     driver = m.group(1) if m else ""
     devs = [Device(index=i, node=p) for i, p in nodes]
     notes: list[str] = list(vis_notes)
-    tool = _fs.which(root, "npu-smi", env.get("PATH"), TOOL_DIRS)
+    tool = _fs.which(root, FAMILY.tools[0], env.get("PATH"), FAMILY.tool_dirs)
     if tool is None:
         notes.append("npu-smi not found; chip names unknown")
         return DeviceProbe("npu", USABLE, devices=tuple(devs), driver_version=driver, notes=tuple(notes))
@@ -75,7 +75,7 @@ def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
                            devices=tuple(devs), driver_version=driver)
     rows = parse_npu_smi(out)
     if rows:
-        devs = _accel.keep_visible([Device(index=i, name=f"Ascend {name}", arch=name, health=h,
+        devs = accel.keep_visible([Device(index=i, name=f"Ascend {name}", arch=name, health=h,
                                            node=f"/dev/davinci{i}") for i, name, h in rows], nodes) or devs
     m = re.search(r"Version:\s*(\S+)", out)
     driver = driver or (m.group(1) if m else "")

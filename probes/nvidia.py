@@ -87,7 +87,7 @@ def _stub_ctypes_util() -> object | None:
     return stub
 
 
-def _import_pynvml() -> Any:
+def import_pynvml() -> Any:
     """Import pynvml (with ctypes.util stubbed, see _stub_ctypes_util); under ``python -S``
     (the entrypoint skips site for a faster start) add the interpreter's (venv's)
     site-packages first, only now that NVML is needed: just the directory (pynvml is one
@@ -206,7 +206,7 @@ def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
                                "(container started without the NVIDIA runtime / --gpus?)")
         return DeviceProbe("nvidia", ABSENT, f"no NVIDIA GPU visible ({where}, NVML library not found)")
     try:
-        nv = _import_pynvml()
+        nv = import_pynvml()
     except ImportError:
         state = UNUSABLE if nodes else ABSENT
         return DeviceProbe("nvidia", state, f"{where}; pynvml (nvidia-ml-py) not installed")

@@ -28,7 +28,7 @@ else:
     from probes._record import NamedTuple
 
 from probes import cpuflags
-from probes.select import Choice, _cc, choose
+from probes.select import Choice, choose, gpu_kernel_path
 
 CRITERIA = ("sure", "accelerator", "wanted", "clean", "specific", "built", "order")
 
@@ -67,7 +67,7 @@ def specificity(kset: Mapping[str, Any] | None, probes: Mapping[str, Any]) -> in
         if all(d.arch in sass for d in devices):
             return 3
         said = req.get("supported") or []
-        if all(any(_cc(s)[0] == _cc(d.arch)[0] and _cc(s) <= _cc(d.arch) for s in sass) or d.arch in said
+        if all((bool(sass) and gpu_kernel_path(d.arch, sass, ()) == "sass") or d.arch in said
                for d in devices):
             return 2
         return 1 if isinstance(ptx, list) and ptx else 0

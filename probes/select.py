@@ -32,6 +32,7 @@ else:
 
 from probes import cpuflags
 from probes._show import shown
+from probes.families import find
 from probes.types import FAMILIES, USABLE
 
 UNKNOWN = "unknown"  # a build fact the matrix could not state (kernel_sets.schema.json)
@@ -230,8 +231,9 @@ def check_cpu(req: Mapping[str, Any], cpu: Any) -> tuple[bool, str, list[str]]:
 
 
 def check_generic(req: Mapping[str, Any], p: Any, family: str) -> tuple[bool, str, list[str]]:
-    """(holds, reason, warnings) for xpu/npu/amd/mlu sets: ``arch`` (list of glob patterns
-    matched against each device's arch, e.g. ``["gfx90a", "gfx94*"]``) and ``min_driver``."""
+    """(holds, reason, warnings) for xpu/npu/amd/mlu sets (families whose record says
+    ``requires="accel"``): ``arch`` (list of glob patterns matched against each device's
+    arch, e.g. ``["gfx90a", "gfx94*"]``) and ``min_driver``."""
     if p is None:
         return False, f"{family} not probed", []
     if p.state != USABLE:
@@ -249,16 +251,18 @@ def check_generic(req: Mapping[str, Any], p: Any, family: str) -> tuple[bool, st
 
 
 def check(kset: Mapping[str, Any], probes: Mapping[str, Any]) -> tuple[bool, str, list[str]]:
-    """Whether one kernel set holds on these probe results."""
+    """Whether one kernel set holds on these probe results: the check its family's
+    record names (probes.families ``requires``)."""
     dev = str(kset.get("device", ""))
     req = kset.get("requires") or {}
-    if dev == "nvidia":
-        return check_nvidia(req, probes.get("nvidia"))
-    if dev == "cpu":
-        return check_cpu(req, probes.get("cpu"))
-    if dev in FAMILIES:
-        return check_generic(req, probes.get(dev), dev)
-    return False, f"unknown device {dev!r}", []
+    fam = find(dev)
+    if fam is None:
+        return False, f"unknown device {dev!r}", []
+    if fam.requires == "nvidia":
+        return check_nvidia(req, probes.get(dev))
+    if fam.requires == "cpu":
+        return check_cpu(req, probes.get(dev))
+    return check_generic(req, probes.get(dev), dev)
 
 
 def _refuse(code: int, message: str, passed: list[Passed], wanted: str) -> Choice:

@@ -22,12 +22,16 @@ if TYPE_CHECKING:
 else:
     from probes._record import NamedTuple
 
+from probes.families import NAMES
+
 ABSENT = "absent"
 UNUSABLE = "unusable"
 USABLE = "usable"
 STATES = (ABSENT, UNUSABLE, USABLE)
 
-FAMILIES = ("nvidia", "xpu", "npu", "amd", "mlu", "cpu")
+# The device families' names in probe order: a live view of probes.families' records
+# ("nvidia", "xpu", "npu", "amd", "mlu", "cpu", then any registered before cpu).
+FAMILIES = NAMES
 
 
 class Device(NamedTuple):

@@ -4,6 +4,8 @@ vendor's visibility variable, parsed as its runtime parses it; and how to hide t
 Pure functions over the devices a probe found (in the runtime's own order: /dev/xpuN,
 /dev/davinciN, KFD GPU nodes, /dev/cambricon_devN by N) and an environment mapping.
 NVIDIA's CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES are in probes.nvidia_visible.
+Each family's variables and its runtime's rule are data in its record (probes.families:
+``Visibility``); this module applies them, so a new family needs no code here.
 
 What each runtime accepts (the sources, per vendor):
 
@@ -45,35 +47,66 @@ TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from probes.families import Visibility
     from probes.types import Device
 
 from probes._show import shown
-
-# family -> (variables read, in the order the runtime applies them; {variable: value} that
-# hides every device of the family)
-VARIABLES = {
-    "xpu": (("XPU_VISIBLE_DEVICES",), {"XPU_VISIBLE_DEVICES": ""}),
-    "npu": (("ASCEND_RT_VISIBLE_DEVICES",), {"ASCEND_RT_VISIBLE_DEVICES": ""}),
-    "amd": (("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"), {"ROCR_VISIBLE_DEVICES": ""}),
-    "mlu": (("CN_VISIBLE_DEVICES", "MLU_VISIBLE_DEVICES"), {"MLU_VISIBLE_DEVICES": ""}),
-}
-NAMES = {"xpu": "Kunlun XPU", "npu": "Ascend NPU", "amd": "AMD GPU", "mlu": "Cambricon MLU"}
+from probes.families import get
 
 
-def _is_uuid(var: str, family: str, tok: str) -> bool:
-    """A UUID entry: ROCR's ``GPU-<hex>``; CNRT's 36-character UUIDs."""
-    if var == "ROCR_VISIBLE_DEVICES":
-        return tok.upper().startswith("GPU-")
-    return family == "mlu" and len(tok) >= 36 and tok.count("-") >= 4
+def _rules(family: str) -> Visibility:
+    """The family's visibility rules. Raises KeyError for a family without its own
+    variables here (cpu; NVIDIA, whose lists probes.nvidia_visible reads)."""
+    vis = get(family).visibility
+    if vis is None or vis.parser != __name__:
+        raise KeyError(f"device family {family!r} has no visibility variables read by {__name__}")
+    return vis
+
+
+def _read(vis: Visibility, env: Mapping[str, str]) -> list[str]:
+    """The variables the runtime reads under ``env``: of each slot, the first one set."""
+    out = []
+    for slot in vis.slots:
+        var = next((v for v in slot if v in env), None)
+        if var is not None:
+            out.append(var)
+    return out
+
+
+def _is_uuid(vis: Visibility, var: str, tok: str) -> bool:
+    """A UUID entry: the variable's pattern (ROCR's ``GPU-<hex>``; CNRT's 36-character
+    UUIDs) matches the whole entry."""
+    pattern = dict(vis.uuids).get(var)
+    if not pattern:
+        return False
+    import re
+
+    return re.fullmatch(pattern, tok) is not None
 
 
 def _index(tok: str) -> int | None:
     return int(tok) if tok.isascii() and tok.isdigit() else None  # "²".isdigit() is True
 
 
+def _by_uuid(var: str, tok: str, pool: Sequence[Device], chosen: list[Device], seen: set[str],
+             notes: list[str], blind: bool) -> tuple[Device | None, bool]:
+    """(the device a UUID entry names or None, whether the blind note was given)."""
+    if not any(d.uuid for d in pool):  # the probe could not read UUIDs here
+        dev = next((d for d in pool if d not in chosen), None) if tok not in seen else None
+        if dev is not None and not blind:
+            notes.append(f"{var} names devices by UUID, which this probe cannot read: "
+                         "counted as listed, which device each is stays unknown")
+            blind = True
+        return dev, blind
+    hits = [d for d in pool if d.uuid and d.uuid.lower().startswith(tok.lower())]
+    return (hits[0] if len(hits) == 1 else None), blind
+
+
 def _parse(var: str, value: str, pool: Sequence[Device], family: str) -> tuple[list[Device], list[str]]:
     """One variable's list applied to ``pool``: the devices it selects, in its order, and
     notes. Stops at the first entry the runtime would not read."""
+    fam = get(family)
+    vis = _rules(family)
     notes: list[str] = []
     chosen: list[Device] = []
     if value.strip() == "":
@@ -82,35 +115,27 @@ def _parse(var: str, value: str, pool: Sequence[Device], family: str) -> tuple[l
     seen: set[str] = set()
     blind = False
     for n, raw in enumerate(value.split(",")):
-        tok = raw if family == "npu" else raw.strip()  # CANN: a space ends the list
+        tok = raw.strip() if vis.strip else raw  # CANN: a space ends the list
         dev: Device | None = None
         i = _index(tok)
         if i is not None:
-            if family == "npu" and i <= last:
+            if vis.ascending and i <= last:
                 notes.append(f"{var} lists device IDs out of ascending order at {shown(tok)}; "
-                             "CANN supports ascending order only, the rest is not read")
+                             f"{vis.runtime} supports ascending order only, the rest is not read")
                 break
             last = i
             dev = pool[i] if i < len(pool) else None
-        elif _is_uuid(var, family, tok):
-            if not any(d.uuid for d in pool):  # the probe could not read UUIDs here
-                dev = next((d for d in pool if d not in chosen), None) if tok not in seen else None
-                if dev is not None and not blind:
-                    notes.append(f"{var} names devices by UUID, which this probe cannot read: "
-                                 "counted as listed, which device each is stays unknown")
-                    blind = True
-            else:
-                hits = [d for d in pool if d.uuid and d.uuid.lower().startswith(tok.lower())]
-                dev = hits[0] if len(hits) == 1 else None
+        elif _is_uuid(vis, var, tok):
+            dev, blind = _by_uuid(var, tok, pool, chosen, seen, notes, blind)
             seen.add(tok)
         if dev is None:
             if n == 0 or tok.strip():
-                notes.append(f"{var} entry {shown(tok)} matches no {NAMES[family]}; "
+                notes.append(f"{var} entry {shown(tok)} matches no {fam.title}; "
                              "the runtime reads no entry from there on")
             break
         if dev in chosen:
-            notes.append(f"{var} names {NAMES[family]} {dev.index} twice")
-            if family == "mlu":  # CNRT: a repeated ordinal gives the empty set
+            notes.append(f"{var} names {fam.title} {dev.index} twice")
+            if vis.repeat_empties:  # CNRT: a repeated ordinal gives the empty set
                 return [], notes
             break
         chosen.append(dev)
@@ -119,26 +144,21 @@ def _parse(var: str, value: str, pool: Sequence[Device], family: str) -> tuple[l
 
 def select(family: str, devices: Sequence[Device], env: Mapping[str, str]) -> tuple[list[Device], list[str], str]:
     """(devices the process may use, notes, reason when none) for ``family`` (xpu, npu,
-    amd, mlu) under its visibility variables. ``devices``: every device the probe found,
-    in the runtime's order. With no variable set, all devices and no notes. The reason
-    names the variable and its value (quoted, escaped, bounded). Raises KeyError for a
-    family without visibility variables."""
-    variables, _ = VARIABLES[family]
+    amd, mlu, or a registered family) under its visibility variables (probes.families).
+    ``devices``: every device the probe found, in the runtime's order. With no variable
+    set, all devices and no notes. The reason names the variable and its value (quoted,
+    escaped, bounded). Raises KeyError for a family without visibility variables here."""
+    vis = _rules(family)
+    title = get(family).title
     pool = list(devices)
     notes: list[str] = []
-    if family == "mlu" and "CN_VISIBLE_DEVICES" in env:
-        variables = ("CN_VISIBLE_DEVICES",)
-    if family == "amd" and "HIP_VISIBLE_DEVICES" not in env and "CUDA_VISIBLE_DEVICES" in env:
-        variables = ("ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")  # HIP reads it as an alias
-    for var in variables:
-        value = env.get(var)
-        if value is None:
-            continue
+    for var in _read(vis, env):
+        value = env[var]
         pool, more = _parse(var, value, pool, family)
         notes += more
         if not pool:
-            why = (f"{var}={shown(value)} hides every {NAMES[family]}" if value.strip() == ""
-                   else f"{var}={shown(value)} selects no {NAMES[family]}")
+            why = (f"{var}={shown(value)} hides every {title}" if value.strip() == ""
+                   else f"{var}={shown(value)} selects no {title}")
             if more:
                 why += f" ({more[0]})"
             return [], notes, why
@@ -147,22 +167,30 @@ def select(family: str, devices: Sequence[Device], env: Mapping[str, str]) -> tu
 
 def hidden_reason(family: str, env: Mapping[str, str]) -> str:
     """A reason when the environment hides every device of ``family`` whatever is there
-    (a set-but-empty variable); ``""`` otherwise. Lets a probe skip vendor tools."""
-    variables, _ = VARIABLES[family]
-    if family == "mlu" and "CN_VISIBLE_DEVICES" in env:
-        variables = ("CN_VISIBLE_DEVICES",)
-    for var in variables:
-        value = env.get(var)
-        if value is not None and value.strip() == "":
-            return f"{var}={shown(value)} hides every {NAMES[family]}"
+    (a set-but-empty variable the runtime itself reads); ``""`` otherwise. Lets a probe
+    skip vendor tools. Raises KeyError as ``select`` does."""
+    vis = _rules(family)
+    for var in _read(vis, env):
+        if vis.early is not None and var not in vis.early:
+            continue
+        if env[var].strip() == "":
+            return f"{var}={shown(env[var])} hides every {get(family).title}"
     return ""
 
 
 def hide(family: str, env: Mapping[str, str]) -> dict[str, str]:
-    """The variables that hide every device of ``family`` from its runtime (see the module
-    docstring for each spelling's source), less those already set that way."""
-    _, spelling = VARIABLES[family]
-    out = {k: v for k, v in spelling.items() if env.get(k) != v}
-    if family == "mlu" and env.get("CN_VISIBLE_DEVICES", "") != "":
-        out["CN_VISIBLE_DEVICES"] = ""  # CNRT reads it before MLU_VISIBLE_DEVICES
+    """The variables that hide every device of ``family`` from its runtime (the record's
+    ``hide`` spelling, sources in the module docstring), less those already set that
+    way; plus, emptied, a variable set to a list that its slot reads first (Cambricon's
+    CN_VISIBLE_DEVICES before MLU_VISIBLE_DEVICES). ``{}`` for a family without
+    visibility variables (cpu)."""
+    vis = get(family).visibility
+    if vis is None:
+        return {}
+    out = {k: v for k, v in vis.hide if env.get(k) != v}
+    for var, value in vis.hide:
+        slot = next((s for s in vis.slots if var in s), ())
+        for first in slot[:slot.index(var)] if slot else ():
+            if env.get(first, "") != "":
+                out[first] = value
     return out

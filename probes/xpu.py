@@ -18,10 +18,11 @@ TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-from probes import _accel, _fs
+from probes import _fs, accel
+from probes.families import get
 from probes.types import UNUSABLE, USABLE, Device, DeviceProbe
 
-TOOL_DIRS = ("/usr/local/xpu/bin", "/usr/local/xpu/tools")
+FAMILY = get("xpu")  # nodes, control node, tool and its directories: probes.families
 
 
 def parse_xpu_smi_m(text: str) -> list[Device]:
@@ -48,16 +49,16 @@ def probe(root: str = "/", budget_s: float = 2.0, env: Mapping[str, str] | None 
     selects none (probes.visible); unusable: /dev/xpuctrl missing, no permission, busy or
     xpu_smi failing; usable otherwise. Only visible devices are listed."""
     env = os.environ if env is None else env
-    return _accel.timed("xpu", lambda: _probe(root, budget_s, env))
+    return accel.timed("xpu", lambda: _probe(root, budget_s, env))
 
 
 def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
     t0 = time.monotonic()
-    nodes, stop, notes = _accel.gate(root, "xpu", "Kunlun XPU", "xpu", ("/dev/xpuctrl",), env)
+    nodes, stop, notes = accel.gate(root, FAMILY, env)
     if stop:
         return stop
     devs = [Device(index=i, node=p) for i, p in nodes]
-    tool = _fs.which(root, "xpu_smi", env.get("PATH"), TOOL_DIRS)
+    tool = _fs.which(root, FAMILY.tools[0], env.get("PATH"), FAMILY.tool_dirs)
     if tool is None:
         return DeviceProbe("xpu", USABLE, devices=tuple(devs),
                            notes=(*notes, "xpu_smi not found; models unknown"))
@@ -71,5 +72,5 @@ def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
     if rc != 0:
         last = out.strip().splitlines()[-1][:160] if out.strip() else ""
         return DeviceProbe("xpu", UNUSABLE, f"xpu_smi -m failed (exit {rc}) {last}".strip(), devices=tuple(devs))
-    parsed = _accel.keep_visible(parse_xpu_smi_m(out), nodes)
+    parsed = accel.keep_visible(parse_xpu_smi_m(out), nodes)
     return DeviceProbe("xpu", USABLE, devices=tuple(parsed or devs), notes=tuple(notes))

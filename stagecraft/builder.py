@@ -17,11 +17,10 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import cache
+from . import cache, schedule
 from .basecache import share_base, take_base
 from .bases import ensure_base
 from .buildlog import BuildLog
@@ -30,6 +29,7 @@ from .capabilities import check_cache_options
 from .engine import Engine
 from .errors import BuildError
 from .plan import LABEL_STAGE, Plan, StageNode
+from .render import index_dockerfile
 from .scratch import claimed_log
 from .tagging import TagJournal, apply_tags
 
@@ -224,8 +224,6 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
         warn(f"no provenance kept: the proxy settings ({', '.join(sorted(build_args))}) would be "
              "recorded in it")
     total = len(plan.nodes)
-    pending = dict(plan.nodes)
-    order = list(plan.nodes)
 
     def run_node(node: StageNode) -> StageResult:
         found = engine.image_id(node.image_ref)
@@ -299,51 +297,34 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
                     f"{str(exc)[:120]}")
         return image_id, progress, cache_args
 
-    done = 0
-    pool = ThreadPoolExecutor(max_workers=max(1, opts.jobs))
-    try:
-        running: dict[Future, StageNode] = {}
-        while pending or running:
-            for key in [k for k in order if k in pending]:
-                node = pending[key]
-                parent = report.stages.get(node.parent_key) if node.parent_key else None
-                if node.parent_key and parent is None:
-                    continue  # parent not finished yet
-                if parent is not None and parent.status in ("failed", "skipped"):
-                    report.stages[key] = StageResult(key, node.stage, "skipped",
-                                                     error=f"{parent.stage} failed")
-                    del pending[key]
-                    continue
-                if len(running) >= max(1, opts.jobs):
-                    break
-                say(f"[{done + len(running) + 1}/{total}] {node.stage}@{key[:12]} "
-                    f"for {', '.join(node.tags)}")
-                running[pool.submit(run_node, node)] = node
-                del pending[key]
-            if not running:
-                if pending:  # cannot happen with a plan in build order; never spin
-                    raise BuildError(f"stages wait on parents not in the plan: {list(pending)}")
-                continue
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                node = running.pop(fut)
-                done += 1
-                try:
-                    result = fut.result()
-                except BuildError as exc:
-                    result = StageResult(node.key, node.stage, "failed", error=str(exc),
-                                         log=str(logs / f"{node.stage}-{node.key[:12]}.log"))
-                    say(f"  {node.stage}@{node.key[:12]} FAILED: {exc}")
-                report.stages[node.key] = result
-                if result.status == "built":
-                    say(f"  {node.stage}@{node.key[:12]} built in {result.seconds:.1f} s")
-                elif result.status == "cached":
-                    say(f"  {node.stage}@{node.key[:12]} already built")
-    except BaseException:  # Ctrl-C or SIGTERM: stop the builds in flight, name nothing
-        engine.stop_builds()
-        pool.shutdown(wait=True, cancel_futures=True)
-        raise
-    pool.shutdown(wait=True)
+    def started(key: str, number: int) -> None:
+        node = plan.nodes[key]
+        say(f"[{number}/{total}] {node.stage}@{key[:12]} for {', '.join(node.tags)}")
+
+    def ended(key: str, outcome: schedule.Outcome) -> None:
+        node = plan.nodes[key]
+        if outcome.status == "blocked":
+            report.stages[key] = StageResult(key, node.stage, "skipped",
+                                             error=f"{plan.nodes[outcome.blocked_by].stage} failed")
+            return
+        result = outcome.result
+        if outcome.status == "failed":
+            result = StageResult(key, node.stage, "failed", error=str(outcome.error),
+                                 log=str(logs / f"{node.stage}-{key[:12]}.log"))
+            say(f"  {node.stage}@{key[:12]} FAILED: {outcome.error}")
+        report.stages[key] = result
+        if result.status == "built":
+            say(f"  {node.stage}@{key[:12]} built in {result.seconds:.1f} s")
+        elif result.status == "cached":
+            say(f"  {node.stage}@{key[:12]} already built")
+
+    parents = {key: (node.parent_key,) if node.parent_key else () for key, node in plan.nodes.items()}
+    orphans = [key for key, ps in parents.items() if any(p not in plan.nodes for p in ps)]
+    if orphans:  # cannot happen with a plan from plan.py
+        raise BuildError(f"stages wait on parents not in the plan: {orphans}")
+    # Ctrl-C or SIGTERM (a KeyboardInterrupt here): stop the builds in flight, name nothing.
+    schedule.run(parents, lambda key: run_node(plan.nodes[key]), opts.jobs, failures=(BuildError,),
+                 on_start=started, on_end=ended, stop=engine.stop_builds)
     for key, result in report.stages.items():
         result.platform = plan.nodes[key].base.platform
     by_tag: dict[str, list] = {}
@@ -373,7 +354,8 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
             else:
                 say(f"{tag}: OCI image index of {', '.join(i.platform for i in imgs)}")
                 parts = index_parts(plan, imgs)
-                image_id = engine.assemble_index(index_ref(parts), parts, logs / f"index-{tag}.log")
+                image_id = engine.assemble_index(index_ref(parts), index_dockerfile(parts),
+                                                 parts, logs / f"index-{tag}.log")
         except BuildError as exc:
             res.error = str(exc)
             say(f"  {tag} FAILED: {exc}")

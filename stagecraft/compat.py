@@ -10,17 +10,17 @@ anything is built.
 
 from __future__ import annotations
 
-import re
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 if TYPE_CHECKING:
-    from .matrix import Matrix
+    from .model import Matrix
 
 TABLE_PATH = Path(__file__).with_name("compatibility.yaml")
 
@@ -158,11 +158,6 @@ def _toolkit_rules(toolkit: dict[str, Any], fw: dict[str, Any]) -> list[str]:
     return []
 
 
-def _norm(name: str) -> str:
-    """A distribution name as PEP 503 compares them."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def framework_wheels(fw: dict[str, Any], cuda: dict[str, Any] | None,
                      accel: dict[str, Any] | None) -> list[str]:
     """Rule framework-wheels: every NVIDIA wheel the framework's package pins
@@ -174,10 +169,10 @@ def framework_wheels(fw: dict[str, Any], cuda: dict[str, Any] | None,
     have: dict[str, tuple[str, str]] = {}
     for comp in (cuda, accel):
         for pkg, version in ((comp or {}).get("pypi") or {}).items():
-            have[_norm(pkg)] = (str(version), comp["name"])
+            have[canonicalize_name(pkg)] = (str(version), comp["name"])
     out = []
     for pkg, version in wants.items():
-        got = have.get(_norm(pkg))
+        got = have.get(canonicalize_name(pkg))
         if got is None:
             out.append(f"framework-wheels: {fw['name']} requires {pkg}=={version}, which neither "
                        f"the cuda nor the accel stage installs (pip would add it to the runtime)")

@@ -441,18 +441,19 @@ class Engine:
             return f"{why}; rewrite-timestamp exports need buildx and the containerd image store"
         return ""
 
-    def assemble_index(self, ref: str, images: dict[str, str], log_path: Path) -> str:
-        """Tag ``ref`` as an OCI image index of ``images`` (platform -> local image ref,
-        each built for that platform) without rebuilding them: a multi-platform build
-        whose stage for each platform is ``FROM`` that image. Needs ``multi_platform()``.
-        Returns the index's image id. Raises ``BuildError``."""
-        from .render import index_dockerfile
-
+    def assemble_index(self, ref: str, dockerfile: str, platforms: Iterable[str],
+                       log_path: Path) -> str:
+        """Tag ``ref`` as an OCI image index of images already built, one per platform
+        of ``platforms`` (``linux/arm64``), without rebuilding them: ``dockerfile`` is the
+        text of a multi-platform build whose stage for each platform is ``FROM`` that
+        image (``render.index_dockerfile``; the engine renders nothing itself), built with
+        ``--platform`` listing them all. Needs ``multi_platform()``. Returns the index's
+        image id. Raises ``BuildError``."""
         with tempfile.TemporaryDirectory(prefix="stagecraft-index-") as tmp:
-            dockerfile = Path(tmp) / "Dockerfile"
-            dockerfile.write_text(index_dockerfile(images))
-            return self.build(dockerfile, Path(tmp), log_path, Path(tmp) / "iid", {},
-                              extra_args=["--platform", ",".join(sorted(images)), "-t", ref])
+            path = Path(tmp) / "Dockerfile"
+            path.write_text(dockerfile)
+            return self.build(path, Path(tmp), log_path, Path(tmp) / "iid", {},
+                              extra_args=["--platform", ",".join(sorted(platforms)), "-t", ref])
 
     @property
     def uses_buildx(self) -> bool:

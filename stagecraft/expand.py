@@ -18,7 +18,7 @@ from typing import Any
 
 from . import chains, compat, kernels, tagexpr
 from .errors import InputError, Problem
-from .matrix import Group, Matrix
+from .model import Group, Matrix
 from .safetext import clip
 
 # Docker's tag grammar: [\w][\w.-]{0,127} (distribution/reference).

@@ -131,12 +131,12 @@ def _validator() -> jsonschema.Draft202012Validator:
 
 
 def _schema_problems(doc: Any) -> list[tuple[tuple, str]]:
-    from .matrix import _schema_message  # the matrix's wording for the same validators
+    from .matrix import schema_message  # the matrix's wording for the same validators
 
     found = []
     for err in _validator().iter_errors(doc):
         key = "key " if "propertyNames" in err.absolute_schema_path else ""
-        found.append((tuple(err.absolute_path), key + _schema_message(err)))
+        found.append((tuple(err.absolute_path), key + schema_message(err)))
         if len(found) >= 20:
             break
     return sorted(found, key=lambda f: [str(p) for p in f[0]])

@@ -31,7 +31,7 @@ from typing import Any
 from . import lockcheck
 from .errors import InputError, Problem
 from .expand import ImageSpec
-from .matrix import Matrix
+from .model import Matrix
 from .safetext import clip
 
 SCHEMA = "stagecraft-lock/1"

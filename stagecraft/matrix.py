@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from entrypoint import devicestring
 
 from . import matrixrules, platforms
 from .errors import InputError, Problem
+from .model import Group, Matrix, Stage
 from .safetext import clip, cut
 from .yamlsrc import Locator, read_document
 
@@ -30,74 +30,11 @@ SCHEMA_PATH = Path(__file__).with_name("matrix.schema.json")
 REQUIRED_AXES = ("base", "framework")
 
 
-@dataclass(frozen=True)
-class Stage:
-    """One stage template: ``uses`` names the component tables it renders with,
-    ``copies`` the build-context paths it COPYs, ``tests`` its testinfra suites,
-    ``parents`` the stages it may be built on (empty: on the OS base image; see
-    ``chains``)."""
-
-    name: str
-    template: str
-    uses: tuple[str, ...] = ()
-    copies: tuple[str, ...] = ()
-    tests: tuple[str, ...] = ()
-    parents: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Group:
-    """An image group: the product of its axes, less ``exclude``, plus ``include``.
-
-    ``axes`` maps an axis (a component table) to the entry names it takes; ``None`` is
-    an unset optional component. ``where`` is the group's ``file:line``,
-    ``exclude_where`` that of each ``exclude`` entry. ``platforms`` are the OCI platforms
-    its images are built for (normalised, ``linux/arm64``); empty means the host's.
-    """
-
-    name: str
-    chain: tuple[str, ...]
-    axes: dict[str, tuple[str | None, ...]]
-    exclude: tuple[dict[str, Any], ...]
-    include: tuple[dict[str, Any], ...]
-    tag: str
-    aliases: tuple[str, ...]
-    where: str
-    index: int
-    exclude_where: tuple[str, ...] = ()
-    platforms: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Matrix:
-    """A validated matrix: ``root`` is the project directory the file's relative paths
-    (templates, tests, copies) resolve against."""
-
-    path: Path
-    root: Path
-    repository: str
-    source: str
-    vendor: str
-    registry: str
-    stages: dict[str, Stage]
-    components: dict[str, dict[str, dict[str, Any]]]
-    groups: tuple[Group, ...]
-    entrypoint: dict[str, Any]
-    locate: Locator = field(compare=False, repr=False)
-    build_tools: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def templates_dir(self) -> Path:
-        """Directory holding the stage templates."""
-        return self.root / "templates"
-
-    def component(self, table: str, name: str) -> dict[str, Any]:
-        """The entry ``name`` of component table ``table``, with its ``name`` key set."""
-        return self.components[table][name]
-
-
 @cache
-def _schema() -> dict[str, Any]:
+def schema() -> dict[str, Any]:
+    """matrix.yaml's JSON schema (``matrix.schema.json`` beside this module), parsed once.
+    Its ``$defs`` hold the shared patterns (``repository``, ...) that options given on the
+    command line are checked against as well."""
     return json.loads(SCHEMA_PATH.read_text())
 
 
@@ -122,7 +59,7 @@ class _Taint:
 
 
 def _schema_problems(data: Any, locate: Locator, skip: _Taint) -> Found:
-    validator = jsonschema.Draft202012Validator(_schema())
+    validator = jsonschema.Draft202012Validator(schema())
     found: Found = []
     for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
         path = tuple(err.absolute_path)
@@ -130,7 +67,7 @@ def _schema_problems(data: Any, locate: Locator, skip: _Taint) -> Found:
             continue
         dotted = ".".join(str(p) for p in path) or "(top level)"
         found.append((_taint_path(err, path), Problem(
-            locate(path), f"{dotted}: {_schema_message(err)}",
+            locate(path), f"{dotted}: {schema_message(err)}",
             "see the schema in stagecraft/matrix.schema.json")))
     return found
 
@@ -148,7 +85,10 @@ def _taint_path(err: jsonschema.ValidationError, path: tuple) -> tuple:
     return path
 
 
-def _schema_message(err: jsonschema.ValidationError) -> str:
+def schema_message(err: jsonschema.ValidationError) -> str:
+    """A schema error of ``err.instance`` in words (``'x' is not of type 'integer'``,
+    ``unknown key ('a' was unexpected)``), the value echoed clipped: the wording of
+    matrix.yaml's errors, which lockcheck uses for matrix.lock's as well."""
     # Values are echoed clipped (clip): a 10 MB string is named, not printed.
     value = clip(err.instance, 60)
     if err.validator == "additionalProperties":

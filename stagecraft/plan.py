@@ -20,7 +20,7 @@ from pathlib import Path
 from .bases import BaseImage
 from .errors import InputError
 from .expand import ImageSpec
-from .matrix import Matrix
+from .model import Matrix
 from .render import (
     RenderedStage,
     final_labels,

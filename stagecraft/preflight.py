@@ -15,6 +15,9 @@ import ssl
 import urllib.error
 import urllib.request
 
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
 from .cabundle import CABundle
 from .expand import ImageSpec
 
@@ -57,10 +60,9 @@ def index_versions(name: str, bundle: CABundle | None, index: str = PYPI_SIMPLE,
     """The versions of ``name`` that have a wheel on the index (its PEP 691 JSON simple
     page), or None when the index cannot be asked (network, proxy, a non-JSON index)."""
     import json
-    import re
 
     context = ssl.create_default_context(cafile=str(bundle.path) if bundle else None)
-    norm = re.sub(r"[-_.]+", "-", name).lower()
+    norm = canonicalize_name(name)
     req = urllib.request.Request(f"{index.rstrip('/')}/{norm}/", headers={"Accept": _SIMPLE_JSON})
     try:
         with urllib.request.urlopen(req, timeout=timeout_s, context=context) as resp:
@@ -75,7 +77,7 @@ def index_versions(name: str, bundle: CABundle | None, index: str = PYPI_SIMPLE,
     for f in data.get("files", []):
         parts = str(f.get("filename", "")).split("-")
         if len(parts) >= 5 and parts[-1].endswith(".whl") and not f.get("yanked"):
-            if re.sub(r"[-_.]+", "-", parts[0]).lower() == norm:
+            if canonicalize_name(parts[0]) == norm:
                 out.add(parts[1])
     return out
 
@@ -125,4 +127,9 @@ def missing_wheels(matrix, pins: dict[tuple[str, str], list], bundle: CABundle |
 
 
 def _version_key(v: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else -1 for p in v.replace("-", ".").split("."))
+    """PEP 440 order (packaging's ``Version``: 1.0.dev1 < 1.0rc1 < 1.0 < 1.0.post1); a
+    version packaging cannot read (a legacy upload) sorts before every other."""
+    try:
+        return (1, Version(v))
+    except InvalidVersion:
+        return (0, v)

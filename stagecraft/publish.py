@@ -149,7 +149,10 @@ def with_retries(fn: Callable[[], Any], policy: RetryPolicy, what: str,
 # ---------------------------------------------------------------------------------------
 # The registry over HTTP (API v2), for verification.
 
-def _loopback(host: str) -> bool:
+def loopback(host: str) -> bool:
+    """True when registry ``host`` (``HOST[:PORT]``, ``[::1]:5000``) is this machine:
+    ``localhost`` or a loopback address (127.0.0.0/8, ::1). Such a registry is spoken to
+    over plain HTTP, as Docker does for it without an ``insecure-registries`` entry."""
     name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
     if name == "localhost":
         return True
@@ -392,7 +395,7 @@ class EngineDaemon:
     def insecure(self, registry: str) -> bool:
         """Whether the daemon talks plain HTTP to ``registry``: listed as not secure in
         its ``IndexConfigs``, or an IP in ``InsecureRegistryCIDRs``."""
-        if _loopback(registry):
+        if loopback(registry):
             return True
         cfg = self.engine.client.info().get("RegistryConfig", {})
         index = cfg.get("IndexConfigs", {}).get(registry)

@@ -34,7 +34,7 @@ from . import compat, kernels, lockfile
 from .cabundle import SECRET_ID
 from .errors import InputError
 from .expand import ImageSpec
-from .matrix import Matrix
+from .model import Matrix
 from .safetext import clip, cut, describe, first_unsafe, unsafe_positions
 
 MANIFEST_PATH = "/etc/stagecraft/image.json"

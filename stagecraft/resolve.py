@@ -49,8 +49,12 @@ def _run(cmd: list[str], what: str, env: dict[str, str] | None = None,
 # ---------------------------------------------------------------------------------------
 # Debian
 
-class _Apt:
-    """apt confined to a private directory: its own sources, lists, status and cache."""
+class Apt:
+    """apt confined to a private directory ``root``: its own sources (``mirror`` and
+    ``suite``, main, one ``arch`` such as ``amd64``, signed by KEYRING), lists, status and
+    cache, so it reads nothing of the host's apt state and needs no root. Shared by the
+    lock (this module) and the supply-chain tools (tools.py). Methods raise BuildError
+    when apt fails."""
 
     def __init__(self, root: Path, mirror: str, suite: str, arch: str):
         self.root = root
@@ -68,12 +72,15 @@ class _Apt:
                      "-oAPT::Install-Recommends=false"]
 
     def get(self, *args: str) -> str:
+        """``apt-get ARGS`` in this directory; returns its stdout."""
         return _run(["apt-get", *self.opts, *args], f"apt-get {args[0]}")
 
     def cache(self, *args: str) -> str:
+        """``apt-cache ARGS`` in this directory; returns its stdout."""
         return _run(["apt-cache", *self.opts, *args], f"apt-cache {args[0]}")
 
     def inrelease(self) -> Path:
+        """The suite's InRelease file fetched by ``get("update")``."""
         found = sorted((self.root / "var/lib/apt/lists").glob("*_InRelease"))
         if not found:
             raise BuildError("apt-get update fetched no InRelease file")
@@ -123,7 +130,7 @@ def resolve_debian(inputs: dict[str, Any], log: Callable[[str], None]) -> dict[s
         raise InputError.one("lock", "debootstrap --print-debs needs root", "run lock as root")
     mirror, suite, arch = inputs["mirror"], inputs["suite"], inputs["arch"]
     with tempfile.TemporaryDirectory(prefix="stagecraft-lock-") as tmp:
-        apt = _Apt(Path(tmp) / "apt", mirror, suite, arch)
+        apt = Apt(Path(tmp) / "apt", mirror, suite, arch)
         log(f"lock: apt index of {suite} from {mirror} ({arch})")
         apt.get("update")
         inrel = apt.inrelease()

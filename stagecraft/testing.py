@@ -25,7 +25,7 @@ from typing import Any
 from .engine import Engine
 from .errors import BuildError, InputError
 from .expand import ImageSpec
-from .matrix import Matrix
+from .model import Matrix
 from .platforms import host_platform
 from .render import MANIFEST_PATH, image_manifest
 

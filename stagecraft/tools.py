@@ -49,11 +49,11 @@ def ensure(state_dir: Path, log=lambda line: None) -> dict[str, str]:
         if shutil.which(tool) is None:
             raise InputError.one("tools", f"{tool} is not installed",
                                  f"install {', '.join(missing)} and put them on PATH")
-    from .resolve import _Apt
+    from .resolve import Apt
 
     log(f"tools: fetching {', '.join(missing)} from Debian {SUITE}")
     with tempfile.TemporaryDirectory(prefix="stagecraft-tools-") as tmp:
-        apt = _Apt(Path(tmp) / "apt", MIRROR, SUITE, "amd64" if os.uname().machine == "x86_64" else "arm64")
+        apt = Apt(Path(tmp) / "apt", MIRROR, SUITE, "amd64" if os.uname().machine == "x86_64" else "arm64")
         apt.get("update")
         proc = subprocess.run(["apt-get", *apt.opts, "download", *missing], cwd=tmp,
                               capture_output=True, text=True)

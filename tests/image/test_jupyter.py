@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import re
 
+from packaging.utils import canonicalize_name
+
 CONSTRAINTS = "/opt/stagecraft/jupyter-constraints.txt"
 SECRET_WORDS = re.compile(r"token|password|passwd|secret", re.IGNORECASE)
 
@@ -30,17 +32,14 @@ def test_jupyterlab_version_pinned(host, spec, labels):
 def test_constraints_hold(host, spec):
     """Every installed package is at the version of the constraints the layer was built
     with: the runtime's own versions (unchanged by Jupyter) and the component's pins."""
-    def norm(name: str) -> str:
-        return re.sub(r"[-_.]+", "-", name).lower()
-
     f = host.file(CONSTRAINTS)
     assert f.is_file, f"{spec['tag']}: no {CONSTRAINTS}"
     pins = dict(line.split("==", 1) for line in f.content_string.splitlines() if "==" in line)
-    pins = {norm(k): v.strip() for k, v in pins.items()}
+    pins = {canonicalize_name(k): v.strip() for k, v in pins.items()}
     for pin in spec["components"]["jupyter"].get("constraints", []):
         name, _, version = pin.partition("==")
-        assert norm(name) in pins, f"{spec['tag']}: pin {pin} missing from {CONSTRAINTS}"
-    pkgs = {norm(k): v["version"]
+        assert canonicalize_name(name) in pins, f"{spec['tag']}: pin {pin} missing from {CONSTRAINTS}"
+    pkgs = {canonicalize_name(k): v["version"]
             for k, v in host.pip.get_packages(pip_path="/opt/venv/bin/pip").items()}
     wrong = [f"{n} {pkgs[n]} (constrained {v})" for n, v in pins.items()
              if n in pkgs and pkgs[n] != v]

@@ -10,6 +10,7 @@ import shlex
 
 import docker
 import pytest
+from packaging.utils import canonicalize_name
 
 
 def test_venv_python_first_on_path(host, spec):
@@ -252,7 +253,7 @@ def test_image_carries_its_constraints(host, spec):
     constraints, the framework and the entrypoint's needs), root's; the venv's pip reads
     them by default (its pip.conf)."""
     def pins(lines):
-        return {re.sub(r"[-_.]+", "-", a.strip()).lower(): b.strip()
+        return {canonicalize_name(a.strip()): b.strip()
                 for a, _, b in (ln.partition("==") for ln in lines if "==" in ln)}
 
     f = host.file(CONSTRAINTS)

@@ -7,25 +7,20 @@ the toolkit entry in matrix.yaml); the framework's pins holding is test_runtime.
 
 from __future__ import annotations
 
-import re
-
 import docker
+from packaging.utils import canonicalize_name
 
 TOOLKIT_CONSTRAINTS = "/opt/stagecraft/toolkit-constraints.txt"
 
 
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def _installed(host) -> dict[str, str]:
-    return {_norm(k): v["version"]
+    return {canonicalize_name(k): v["version"]
             for k, v in host.pip.get_packages(pip_path="/opt/venv/bin/pip").items()}
 
 
 def test_toolkit_version_and_labels(host, spec, labels):
     tk = spec["components"]["toolkit"]
-    got = _installed(host).get(_norm(tk["package"]))
+    got = _installed(host).get(canonicalize_name(tk["package"]))
     assert got == tk["version"], f"{spec['tag']}: {tk['package']} {got}, want {tk['version']}"
     assert labels.get("io.stagecraft.toolkit") == tk["package"], f"{spec['tag']}: {labels}"
     assert labels.get("io.stagecraft.toolkit.version") == tk["version"], f"{spec['tag']}: {labels}"
@@ -36,15 +31,15 @@ def test_toolkit_pins_hold(host, spec):
     tk = spec["components"]["toolkit"]
     f = host.file(TOOLKIT_CONSTRAINTS)
     assert f.is_file, f"{spec['tag']}: no {TOOLKIT_CONSTRAINTS}"
-    recorded = {_norm(a): b.strip() for a, _, b in
+    recorded = {canonicalize_name(a): b.strip() for a, _, b in
                 (ln.partition("==") for ln in f.content_string.splitlines() if "==" in ln)}
     installed = _installed(host)
     for pin in [*tk.get("constraints", []), f"{tk['package']}=={tk['version']}"]:
         name, _, version = pin.partition("==")
-        assert recorded.get(_norm(name)) == version, f"{spec['tag']}: {pin} not in {TOOLKIT_CONSTRAINTS}"
-        if _norm(name) in installed:
-            assert installed[_norm(name)] == version, (
-                f"{spec['tag']}: {name} {installed[_norm(name)]}, pinned {version}")
+        assert recorded.get(canonicalize_name(name)) == version, f"{spec['tag']}: {pin} not in {TOOLKIT_CONSTRAINTS}"
+        if canonicalize_name(name) in installed:
+            assert installed[canonicalize_name(name)] == version, (
+                f"{spec['tag']}: {name} {installed[canonicalize_name(name)]}, pinned {version}")
 
 
 def test_imports_as_the_default_user_and_any_uid(host, spec):

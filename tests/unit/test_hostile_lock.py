@@ -341,7 +341,8 @@ def _no_release(text: str) -> str:
     (lambda t: "[" * 100_000, "matrix.lock:1: nested more than 16 levels deep: not a lock"),
     (_no_release, "debian entry 'debian debian12 linux/amd64': 'release' is a required property"),
 ], ids=["brackets-100000", "no-release"])
-@pytest.mark.parametrize("argv", [["lock", "--check"], ["render", "2.6.2-cpu"]], ids=["check", "render"])
+@pytest.mark.parametrize("argv", [["lock", "--check"], ["render", "2.6.2-cpu", "--platform", "linux/amd64"]],
+                         ids=["check", "render"])
 def test_issue_reproductions_exit_2_with_one_line(real_project, damage, fragment, argv):
     lock = real_project / "matrix.lock"
     lock.write_text(damage(lock.read_text()))

@@ -15,6 +15,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from packaging.utils import canonicalize_name
 
 from tests.unit.minimal_matrix import MINIMAL
 
@@ -32,13 +33,9 @@ PLUGINS = {"pytest", "pytest-testinfra"}
 VERSION_FALLBACKS = {"tomli"}
 
 
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def _runtime_dependencies() -> set[str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return {_norm(re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0]) for d in project["dependencies"]}
+    return {canonicalize_name(re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0]) for d in project["dependencies"]}
 
 
 def _imports(paths: list[Path]) -> set[str]:
@@ -59,7 +56,7 @@ def test_runtime_dependencies_cover_build_py_test():
     needed = set(PLUGINS)
     for module in _imports(files) - VERSION_FALLBACKS:
         assert module in dists, f"{module} is imported but no installed distribution provides it"
-        needed |= {_norm(d) for d in dists[module]}
+        needed |= {canonicalize_name(d) for d in dists[module]}
     deps = _runtime_dependencies()
     missing = {d for d in needed if d not in deps}
     assert not missing, f"imported at run time, not in [project].dependencies: {missing}"

@@ -40,6 +40,12 @@ def index():
     pages["nvidia-cuda-cuobjdump"] = ["13.4.92"]
     pages["nvidia-cudnn-cu12"] = [v for v in pages["nvidia-cudnn-cu12"] if v != "9.10.2.21"] + ["9.10.1.4"]
     del pages["nvidia-nvshmem-cu12"]
+    yield from _serve(pages)
+
+
+def _serve(pages: dict[str, list[str]]):
+    """Serve ``pages`` (project -> versions with a wheel) as a PEP 691 simple index; yields
+    (its URL, the projects asked for, in order)."""
     asked: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -103,3 +109,30 @@ def test_an_index_that_does_not_answer_is_a_note_not_an_error():
     pins = wheel_pins(MATRIX, [(spec, "accel")])
     problems, notes = missing_wheels(MATRIX, pins, None, "http://127.0.0.1:9/simple")
     assert problems == [] and len(notes) == len(pins) and "cannot check" in notes[0]
+
+
+@pytest.fixture
+def cudnn_releases():
+    """An index whose nvidia-cudnn-cu12 has pre-, post- and dev releases beside the
+    finals (file names with _ for -, as PyPI serves them), one version packaging cannot
+    read, and none of the real pin."""
+    yield from _serve({"nvidia-cudnn-cu12": [
+        "9.10.2.20", "9.9.0.52", "9.10.2.21.post1", "9.10.2.22.dev3", "9.10.2.22rc1",
+        "9.10.2.22", "legacy_build"]})
+
+
+def test_the_latest_versions_named_are_the_latest_in_pep_440_order(cudnn_releases):
+    # 9.9 before 9.10 (numbers, not text); a dev release before its rc, the rc before the
+    # final, a post release after its final; what packaging cannot read before all.
+    url, _ = cudnn_releases
+    spec = SPECS[TORCH]
+    pins = {k: v for k, v in wheel_pins(MATRIX, [(spec, "accel"), (spec, "cuda")]).items()
+            if k[0] == "nvidia-cudnn-cu12"}
+    assert [k[1] for k in pins] == ["9.10.2.21"], pins
+    assert index_versions("NVIDIA_cuDNN.cu12", None, url) == {
+        "9.10.2.20", "9.9.0.52", "9.10.2.21.post1", "9.10.2.22.dev3", "9.10.2.22rc1",
+        "9.10.2.22", "legacy_build"}, "the project name is compared PEP 503-normalised"
+    problems, notes = missing_wheels(MATRIX, pins, None, url)
+    assert notes == [] and len(problems) == 1
+    assert ("(latest: 9.10.2.21.post1, 9.10.2.22.dev3, 9.10.2.22rc1, 9.10.2.22)"
+            in problems[0].line()), problems[0].line()

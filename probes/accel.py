@@ -1,4 +1,5 @@
-"""Shared steps for the device-node accelerator probes (xpu, npu, amd, mlu)."""
+"""Shared steps for the device-node accelerator probes (xpu, npu, amd, mlu, and any
+family whose record, probes.families, names device and control nodes)."""
 from __future__ import annotations
 
 import time
@@ -6,6 +7,8 @@ import time
 TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+
+    from probes.families import Family
 
 from probes import _fs, visible
 from probes.types import ABSENT, UNUSABLE, Device, DeviceProbe
@@ -26,27 +29,31 @@ def denied(root: str, paths: list[str]) -> list[str]:
     return [p for p in paths if _fs.exists(root, p) and not _fs.may_open_rw(root, p)]
 
 
-def gate(root: str, family: str, vendor: str, node_prefix: str, controls: tuple[str, ...],
-         env: Mapping[str, str]) -> tuple[list[tuple[int, str]], DeviceProbe | None, list[str]]:
-    """The steps every device-node family shares: its numbered nodes (/dev/<prefix><N>),
-    the vendor's visibility variable (probes.visible), its control nodes, and permission
-    to open the visible nodes. Returns ``(visible nodes, None, notes)`` when the family may
-    go on to its own checks, else ``(nodes, the absent/unusable result, notes)``."""
-    why = visible.hidden_reason(family, env)
+def gate(root: str, fam: Family, env: Mapping[str, str]) -> tuple[list[tuple[int, str]], DeviceProbe | None, list[str]]:
+    """The steps every device-node family shares, from its record: its numbered nodes
+    (``fam.nodes``, /dev/<prefix><N>), its visibility variables (probes.visible; none
+    when the record has none), its control nodes, and permission to open the visible
+    nodes. Returns ``(visible nodes, None, notes)`` when the family may go on to its own
+    checks, else ``(nodes, the absent/unusable result, notes)``. Never raises for a
+    well-formed record (the caller's ``timed`` catches the rest)."""
+    family = fam.name
+    why = visible.hidden_reason(family, env) if fam.visibility else ""
     if why:
         return [], DeviceProbe(family, ABSENT, why), []
-    nodes = _fs.numbered(root, "/dev", node_prefix)
+    where, prefix = fam.node_parts()
+    nodes = _fs.numbered(root, where, prefix)
     if not nodes:
-        return nodes, DeviceProbe(family, ABSENT, f"no {vendor} visible (no /dev/{node_prefix}<N>)"), []
-    kept, notes, why = visible.select(family, [Device(index=i, node=p) for i, p in nodes], env)
+        return nodes, DeviceProbe(family, ABSENT, f"no {fam.title} visible (no {fam.nodes})"), []
+    found = [Device(index=i, node=p) for i, p in nodes]
+    kept, notes, why = visible.select(family, found, env) if fam.visibility else (found, [], "")
     if why:
         return [], DeviceProbe(family, ABSENT, why, notes=tuple(notes)), notes
     nodes = [(d.index, d.node) for d in kept]
-    missing = [p for p in controls if not _fs.exists(root, p)]
+    missing = [p for p in fam.controls if not _fs.exists(root, p)]
     if missing:
-        return nodes, DeviceProbe(family, UNUSABLE, f"/dev/{node_prefix}* present but "
+        return nodes, DeviceProbe(family, UNUSABLE, f"{fam.nodes.replace('<N>', '*')} present but "
                                   + ", ".join(missing) + " missing (pass it with --device)"), notes
-    no = denied(root, [p for _, p in nodes] + list(controls))
+    no = denied(root, [p for _, p in nodes] + list(fam.controls))
     if no:
         return nodes, DeviceProbe(family, UNUSABLE, "no permission on " + ", ".join(no)
                                   + " (run with a group that may open them, or --privileged)"), notes
