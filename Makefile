@@ -41,17 +41,17 @@ lint:
 	$(PYTHON) -m ruff check stagecraft probes entrypoint tests bench build.py
 	$(PYTHON) -m pytest tests/unit/test_lint.py tests/unit/test_ci.py::test_workflows_pass_actionlint -q
 
-# The fuzzer's long run: FUZZ_EXAMPLES examples for each of its tests (6 tests; the
-# default 20000 makes 120,000 examples, about 1-2 hours on 2 cores), and the entrypoint's
-# (tests/unit/test_fuzz_entrypoint.py: FUZZ_EXAMPLES in process, about 60 ms each, and a
-# tenth and a 25th of that in real processes). `make test` runs the same tests with the
-# short `ci` budget.
+# The fuzzers' long run: FUZZ_EXAMPLES examples for each of their tests (the matrix
+# fuzzer's 6 tests, the lock fuzzer's 4 and the entrypoint's: the default 20000 makes about
+# 200,000 examples of the first two, 2-3 hours on 2 cores; the entrypoint's runs about 60 ms
+# an example in process, and a tenth and a 25th of that in real processes). `make test`
+# runs the same tests with the short `ci` budget.
 # Memory is capped at 4 GiB (ulimit -v): an input that made the tool grow without bound
 # fails as a MemoryError instead of swapping.
 FUZZ_EXAMPLES ?= 20000
 fuzz:
 	ulimit -v 4194304; FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PYTHON) -m pytest tests/unit/test_fuzz.py \
-	  tests/unit/test_fuzz_entrypoint.py -q -p no:warnings \
+	  tests/unit/test_lock_fuzz.py tests/unit/test_fuzz_entrypoint.py -q -p no:warnings \
 	  --hypothesis-profile=long --hypothesis-show-statistics
 
 golden:

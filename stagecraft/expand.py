@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from . import compat, kernels, tagexpr
+from . import chains, compat, kernels, tagexpr
 from .errors import InputError, Problem
 from .model import Group, Matrix
 from .safetext import clip
@@ -93,6 +93,7 @@ def expand(matrix: Matrix) -> list[ImageSpec]:
     specs: list[ImageSpec] = []
     problems: list[Problem] = []
     owner: dict[str, tuple[str, str, str]] = {}  # tag or alias -> (canonical tag, group, where)
+    chain_broken: set[str] = set()
     total = sum(math.prod(len(v) for v in g.axes.values()) for g in matrix.groups)
     if total > MAX_IMAGES:
         raise InputError.one(matrix.locate(["images"]), f"the image groups make {total} "
@@ -150,6 +151,16 @@ def expand(matrix: Matrix) -> list[ImageSpec]:
                                         f"image {tag!r}: {issue}", "see probes/kernel_sets.schema.json"))
             chain = tuple(s for s in group.chain
                           if all(components.get(t) is not None for t in matrix.stages[s].uses))
+            parents = {s: matrix.stages[s].parents for s in group.chain}
+            broken = chains.chain_problem(chain, parents)
+            # Once a group, for its first image; the chain as written is checked at load.
+            if broken and group.name not in chain_broken and not chains.chain_problem(group.chain, parents):
+                chain_broken.add(group.name)
+                problems.append(Problem(matrix.locate(["images", group.index, "chain"]),
+                                        f"image group {group.name!r}: image {tag!r} leaves out "
+                                        f"the stages of its unset components, and then "
+                                        f"{broken[1]}", chains.hint(
+                                            {n: st.parents for n, st in matrix.stages.items()})))
             tests = [t for s in chain for t in matrix.stages[s].tests]
             for comp in components.values():  # the framework's, a toolkit's own suites
                 tests += list(comp.get("tests", ()))

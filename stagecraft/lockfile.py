@@ -28,16 +28,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import lockcheck
 from .errors import InputError, Problem
 from .expand import ImageSpec
 from .model import Matrix
+from .safetext import clip
 
 SCHEMA = "stagecraft-lock/1"
 DEFAULT_PLATFORM = "linux/amd64"
 PYPI = "https://pypi.org/simple"
 # Where a stage's Debian packages come from in matrix.yaml: stage -> component table.
 APT_TABLES = {"base": "base", "accel": "accel", "runtime": "framework"}
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def lock_path(matrix: Matrix) -> Path:
@@ -253,52 +254,30 @@ def dumps(lock: Lock) -> str:
 
 
 def loads(text: str, where: str = "matrix.lock") -> Lock:
-    """Parse and verify a lock. Raises ``InputError`` (one line) when it is not valid JSON
-    (truncated), has another schema, is malformed, or its ``integrity`` digest does not
-    match its content (edited by hand)."""
-    regen = "run `python3 build.py lock` to write it again"
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        line = getattr(exc, "lineno", "?")
-        raise InputError.one(f"{where}:{line}", "not valid JSON (truncated or edited?)", regen) from None
+    """Parse and verify a lock. Raises ``InputError`` (one line naming ``where``, its line
+    and the entry) when it is too large or deep to be a lock, not valid JSON (truncated),
+    of another schema, sealed by an ``integrity`` digest that does not match its content
+    (edited by hand), or not of the lock's shape (``lockcheck``: lock.schema.json, PEP 503
+    names, PEP 440 and Debian versions, SHA-256 digests)."""
+    regen = lockcheck.REGEN
+    doc = lockcheck.parse(text, where)
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
-        raise InputError.one(where, f"not a stagecraft lock of schema {SCHEMA} (found {str(got)[:60]!r})",
+        raise InputError.one(where, f"not a stagecraft lock of schema {SCHEMA} (found {clip(got, 60)})",
                              regen)
     body = {k: v for k, v in doc.items() if k != "integrity"}
     if doc.get("integrity") != _seal(body):
         raise InputError.one(where, "content does not match its integrity digest: the lock was "
                              "edited by hand or damaged", regen)
-    try:
-        lock = Lock(matrix=dict(doc["matrix"]), debian=dict(doc["debian"]), python=dict(doc["python"]))
-        _validate(lock)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise InputError.one(where, f"malformed lock ({str(exc)[:80]})", regen) from None
-    return lock
-
-
-def _validate(lock: Lock) -> None:
-    for key, e in lock.debian.items():
-        dict(e["inputs"])
-        for pkg, rec in [*e["base"].items(), *(p for s in e["stages"].values() for p in s.items())]:
-            if not _SHA256.match(rec["sha256"]) or not isinstance(rec["version"], str):
-                raise ValueError(f"{key}: {pkg}")
-    for key, e in lock.python.items():
-        dict(e["inputs"])
-        if "unresolved" in e:
-            continue
-        for name, rec in e["packages"].items():
-            if not isinstance(rec["version"], str) or not rec["files"] or \
-                    not all(_SHA256.match(h) for h in rec["files"].values()):
-                raise ValueError(f"{key}: {name}")
+    lockcheck.validate(doc, text, where)
+    return Lock(matrix=dict(doc["matrix"]), debian=dict(doc["debian"]), python=dict(doc["python"]))
 
 
 def read(path: Path) -> Lock:
     """Read and verify the lock at ``path``; ``InputError`` when missing or invalid."""
-    if not path.is_file():
+    if not path.exists():
         raise InputError.one(str(path), "no lock file", "run `python3 build.py lock` to write it")
-    return loads(path.read_text(errors="replace"), path.name)
+    return loads(lockcheck.read(path, path.name), path.name)
 
 
 def matrix_identity(matrix: Matrix) -> dict[str, str]:

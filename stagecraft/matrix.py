@@ -19,7 +19,7 @@ import jsonschema
 
 from entrypoint import devicestring
 
-from . import platforms
+from . import matrixrules, platforms
 from .errors import InputError, Problem
 from .model import Group, Matrix, Stage
 from .safetext import clip, cut
@@ -67,7 +67,7 @@ def _schema_problems(data: Any, locate: Locator, skip: _Taint) -> Found:
             continue
         dotted = ".".join(str(p) for p in path) or "(top level)"
         found.append((_taint_path(err, path), Problem(
-            locate(path), f"{dotted}: {_schema_message(err)}",
+            locate(path), f"{dotted}: {schema_message(err)}",
             "see the schema in stagecraft/matrix.schema.json")))
     return found
 
@@ -85,7 +85,10 @@ def _taint_path(err: jsonschema.ValidationError, path: tuple) -> tuple:
     return path
 
 
-def _schema_message(err: jsonschema.ValidationError) -> str:
+def schema_message(err: jsonschema.ValidationError) -> str:
+    """A schema error of ``err.instance`` in words (``'x' is not of type 'integer'``,
+    ``unknown key ('a' was unexpected)``), the value echoed clipped: the wording of
+    matrix.yaml's errors, which lockcheck uses for matrix.lock's as well."""
     # Values are echoed clipped (clip): a 10 MB string is named, not printed.
     value = clip(err.instance, 60)
     if err.validator == "additionalProperties":
@@ -326,6 +329,7 @@ def load_matrix(path: str | Path) -> Matrix:
     found: Found = list(doc.problems)
     found += _schema_problems(doc.data, doc.locate, _Taint(found))
     found += _reference_problems(doc.data, doc.locate, root, _Taint(found))
+    found += matrixrules.problems(doc.data, doc.locate, _Taint(found).clean)
     matrix = _freeze(path, root, doc.data, doc.locate, _Taint(found))
     if not found:
         return matrix
@@ -351,7 +355,8 @@ def _freeze(path: Path, root: Path, data: Any, locate: Locator, taint: _Taint) -
     }
     stages = {
         name: Stage(name=name, template=s["template"], uses=tuple(s.get("uses", ())),
-                    copies=tuple(s.get("copies", ())), tests=tuple(s.get("tests", ())))
+                    copies=tuple(s.get("copies", ())), tests=tuple(s.get("tests", ())),
+                    parents=tuple(s.get("parents", ())))
         for name, s in _d(data.get("stages")).items() if _stage_shaped(s)
     }
 

@@ -18,13 +18,16 @@ from .yamlsrc import Locator
 @dataclass(frozen=True)
 class Stage:
     """One stage template: ``uses`` names the component tables it renders with,
-    ``copies`` the build-context paths it COPYs, ``tests`` its testinfra suites."""
+    ``copies`` the build-context paths it COPYs, ``tests`` its testinfra suites,
+    ``parents`` the stages it may be built on (empty: on the OS base image; see
+    ``chains``)."""
 
     name: str
     template: str
     uses: tuple[str, ...] = ()
     copies: tuple[str, ...] = ()
     tests: tuple[str, ...] = ()
+    parents: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

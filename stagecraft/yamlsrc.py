@@ -255,6 +255,15 @@ class _CountingLoader(yaml.SafeLoader):
 
 
 def _read_text(path: Path, where: str) -> str:
+    return read_bounded(path, where, MAX_BYTES, "matrix")
+
+
+def read_bounded(path: Path, where: str, limit: int, kind: str) -> str:
+    """The text of the regular file ``path``, at most ``limit`` bytes of UTF-8 (line ends
+    as Python's text mode reads them). ``kind`` names the file in hints (``matrix``,
+    ``lock``). Raises ``InputError`` (one line, at ``where``) when it is missing,
+    unreadable, not a regular file (a FIFO is refused, not waited on), larger than
+    ``limit`` (only ``limit + 1`` bytes are read) or not UTF-8."""
     try:
         # O_NONBLOCK: opening a FIFO for reading would wait for a writer forever; fstat
         # then refuses whatever is not a regular file (FIFO, device, directory).
@@ -262,14 +271,14 @@ def _read_text(path: Path, where: str) -> str:
         with open(fd, "rb") as fh:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise InputError.one(where, "not a regular file (a FIFO, device or directory)",
-                                     "pass the path of a matrix file")
-            raw = fh.read(MAX_BYTES + 1)
+                                     f"pass the path of a {kind} file")
+            raw = fh.read(limit + 1)
     except FileNotFoundError:
-        raise InputError.one(where, "file not found", "pass an existing matrix file with --matrix") from None
+        raise InputError.one(where, "file not found", f"pass an existing {kind} file with --matrix") from None
     except OSError as exc:
         raise InputError.one(where, f"cannot read: {exc.strerror or exc}", "check the file") from None
-    if len(raw) > MAX_BYTES:
-        raise InputError.one(where, f"larger than {MAX_BYTES // 1024} KiB", "a matrix is far "
+    if len(raw) > limit:
+        raise InputError.one(where, f"larger than {limit // 1024} KiB", f"a {kind} is far "
                              "smaller; check that this is the right file")
     try:
         text = raw.decode("utf-8")

@@ -477,8 +477,9 @@ def test_a_wheel_version_pypi_lacks_is_one_line_and_builds_nothing(project, clie
     the real PyPI, through the CA bundle, as the build's pip would)."""
     text = (MINIMAL
             .replace("entrypoint:\n", "build_tools: {cuobjdump: nvidia-cuda-cuobjdump==13.4.92}\nentrypoint:\n")
-            .replace("  runtime:\n    template:", "  cuda:\n    template: cuda.Dockerfile.j2\n    uses: [cuda]\n"
-                     "  runtime:\n    template:")
+            .replace("  runtime:\n    template:", "  cuda:\n    template: cuda.Dockerfile.j2\n    parents: [base]\n"
+                     "    uses: [cuda]\n  runtime:\n    template:")
+            .replace("    parents: [base]\n    uses: [framework]", "    parents: [base, cuda]\n    uses: [framework]")
             .replace("  framework:\n", "  cuda:\n    cu126:\n      cuda: \"12.6\"\n      prefix: /usr/local/cuda-12.6\n"
                      "      source: pypi\n      pypi: {nvidia-cuda-runtime-cu12: \"12.6.999\"}\n  framework:\n")
             .replace("      device: cpu\n      build: {python: [\"3.11\"]}",

@@ -12,6 +12,7 @@ stages:
     tests: [tests/image/test_base.py]
   runtime:
     template: runtime.Dockerfile.j2
+    parents: [base]
     uses: [framework]
     copies: [entrypoint, probes]
     tests: [tests/image/test_runtime.py]

@@ -159,7 +159,7 @@ MATRIX_CASES = [
     ("two-groups-one-name", "    aliases: [\"{{ framework.version }}\"]\n",
      "    aliases: [\"{{ framework.version }}\"]\n  - chain: [base, runtime]\n    name: six\n"
      "    axes: {base: [deb12], framework: [six-1]}\n    tag: other\n",
-     "image group 'six' is defined twice (first at matrix.yaml:42)", "    name: six"),
+     "image group 'six' is defined twice (first at matrix.yaml:43)", "    name: six"),
     ("two-merge-keys", "    six-2:\n      package: six\n",
      "    six-2:\n      <<: {device: cpu}\n      <<: {import: six}\n      package: six\n",
      "a second '<<' merge key in one mapping", "<<: {import: six}"),
@@ -179,6 +179,70 @@ MATRIX_CASES = [
     ("fatbins-without-cuobjdump", 'build: {python: ["3.11"]}',
      'build: {python: ["3.11"], fatbins: [six/libsix.so], sass: ["8.0"], ptx: []}',
      "names build.fatbins to measure, but build_tools.cuobjdump is not set", "fatbins:"),
+    # Issue 22: chains out of the order the stages build on each other (FROM runtime AS
+    # base; a runtime on the bare OS), found from each stage's parents.
+    ("chain-runtime-base", "chain: [base, runtime]", "chain: [runtime, base]",
+     "image group 'six': the chain starts with stage 'runtime', which is built on 'base', "
+     "not on the OS base image; start with 'base'", "chain: [runtime, base]"),
+    ("chain-runtime-only", "chain: [base, runtime]", "chain: [runtime]",
+     "the chain starts with stage 'runtime', which is built on 'base'", "chain: [runtime]"),
+    ("stage-without-parents-above-base", "    parents: [base]\n", "",
+     "stage 'runtime' is built on the OS base image (it names no parents), but the chain puts it on 'base'",
+     "chain: [base, runtime]"),
+    ("parent-undefined", "    parents: [base]\n", "    parents: [bsae]\n",
+     "stage 'runtime' names parent 'bsae', which is not defined under stages", "parents: [bsae]"),
+    ("parent-itself", "    parents: [base]\n", "    parents: [runtime]\n",
+     "stages build on each other in a circle: runtime on runtime", "parents: [runtime]"),
+    ("parents-circle", "    tests: [tests/image/test_base.py]\n",
+     "    tests: [tests/image/test_base.py]\n    parents: [runtime]\n",
+     "stages build on each other in a circle", None),
+    ("parents-not-a-list", "    parents: [base]\n", "    parents: base\n",
+     "stages.runtime.parents: 'base' is not of type 'array'", "parents: base"),
+    ("parents-twice", "    parents: [base]\n", "    parents: [base, base]\n",
+     "breaks uniqueItems", "parents: [base, base]"),
+    ("parents-empty-name", "    parents: [base]\n", "    parents: ['']\n",
+     "is not of the expected form", "parents: ['']"),
+    ("stage-over-the-wrong-parent", "  runtime:\n    template: runtime.Dockerfile.j2\n    parents: [base]\n",
+     "  extra:\n    template: base.Dockerfile.j2\n    parents: [base]\n"
+     "  runtime:\n    template: runtime.Dockerfile.j2\n    parents: [extra]\n",
+     "stage 'runtime' is built on 'extra', but the chain puts it on 'base'", "chain: [base, runtime]"),
+    ("empty-parents-above-base", "    parents: [base]\n", "    parents: []\n",
+     "stage 'runtime' is built on the OS base image (it names no parents), but the chain puts it on 'base'",
+     "chain: [base, runtime]"),
+    # Requirement sets pip could never satisfy, refused at load at the constraint's line.
+    ("constraints-two-pins", '      build: {python: ["3.11"]}\n', '      build: {python: ["3.11"]}\n' + "      constraints: [numpy==1.0, numpy==2.0]\n",
+     "framework 'six-1': constraint 'numpy==2.0' conflicts with constraint 'numpy==1.0': "
+     "no version of numpy satisfies both", "constraints:"),
+    ("constraint-below-own-pin", '      build: {python: ["3.11"]}\n', '      build: {python: ["3.11"]}\n' + "      constraints: [\"six<1.16\"]\n",
+     "constraint 'six<1.16' conflicts with the framework's own pin 'six==1.16.0'", "constraints:"),
+    ("constraint-other-pin", '      build: {python: ["3.11"]}\n', '      build: {python: ["3.11"]}\n' + "      constraints: [six==1.15.0]\n",
+     "conflicts with the framework's own pin 'six==1.16.0'", "constraints:"),
+    ("constraint-excludes-pin", '      build: {python: ["3.11"]}\n', '      build: {python: ["3.11"]}\n' + "      constraints: [\"six!=1.16.0\"]\n",
+     "constraint 'six!=1.16.0' conflicts with the framework's own pin", "constraints:"),
+    ("constraint-other-spelling", '      build: {python: ["3.11"]}\n', '      build: {python: ["3.11"]}\n' + "      constraints: [Six==1.15.0]\n",
+     "no version of six satisfies both", "constraints:"),
+    ("constraint-wildcard", '      build: {python: ["3.11"]}\n', '      build: {python: ["3.11"]}\n' + "      constraints: [six==1.15.*]\n",
+     "conflicts with the framework's own pin", "constraints:"),
+    ("constraint-compatible-release", '      build: {python: ["3.11"]}\n', '      build: {python: ["3.11"]}\n' + "      constraints: [six~=1.15.0]\n",
+     "conflicts with the framework's own pin", "constraints:"),
+    ("constraint-with-extras", '      build: {python: ["3.11"]}\n', '      build: {python: ["3.11"]}\n' + "      constraints: [\"six[test]==1.15.0\"]\n",
+     "conflicts with the framework's own pin", "constraints:"),
+    ("constraint-three-way", '      build: {python: ["3.11"]}\n', '      build: {python: ["3.11"]}\n' + "      constraints: [\"numpy>=2\", \"numpy<3\", numpy==1.26.4]\n",
+     "constraint 'numpy==1.26.4' conflicts with constraint 'numpy>=2'", "constraints:"),
+    ("constraint-block-list-line", '      build: {python: ["3.11"]}\n', '      build: {python: ["3.11"]}\n' + "      constraints:\n        - numpy==1.0\n        - numpy==2.0\n",
+     "constraint 'numpy==2.0' conflicts with constraint 'numpy==1.0'", "- numpy==2.0"),
+    ("constraint-against-entrypoint", '      build: {python: ["3.11"]}\n', '      build: {python: ["3.11"]}\n' + "      constraints: [nvidia-ml-py==12.535.0]\n",
+     "conflicts with entrypoint requirement 'nvidia-ml-py==13.580.82'", "constraints:"),
+    ("entrypoint-two-pins", "requirements: [nvidia-ml-py==13.580.82]",
+     "requirements: [nvidia-ml-py==13.580.82, nvidia_ml_py==12.535.0]",
+     "entrypoint requirement 'nvidia_ml_py==12.535.0' conflicts with entrypoint requirement "
+     "'nvidia-ml-py==13.580.82'", "requirements:"),
+    ("second-framework-conflict", "      version: \"1.17.0\"\n",
+     "      version: \"1.17.0\"\n      constraints: [\"six<1.17\"]\n",
+     "framework 'six-2': constraint 'six<1.17' conflicts with the framework's own pin 'six==1.17.0'",
+     "constraints:"),
+    ("constraint-not-pep-508", '      build: {python: ["3.11"]}\n', '      build: {python: ["3.11"]}\n' + "      constraints: [numpy==1.*.2]\n",
+     "'numpy==1.*.2' is not a valid requirement", "constraints:"),
 ]
 
 CLI_CASES = [
@@ -277,7 +341,7 @@ def test_every_phase_is_reported_at_once(project, capsys, monkeypatch):
     monkeypatch.chdir(project(text).parent)
     code, err = _run(["--list"], capsys)
     assert code == 2, err
-    assert [e.split(":")[2] for e in err] == ["1", "8", "42"], err
+    assert [e.split(":")[2] for e in err] == ["1", "8", "43"], err
     assert "schema: must be 1, not 2" in err[0]
     assert "templates/nope.j2 does not exist" in err[1]
     assert "framework-python: six-1 has builds for Python 3.12, not 3.11" in err[2]
@@ -379,7 +443,7 @@ def test_a_copied_path_may_not_lead_outside_the_project(project, tmp_path, capsy
     monkeypatch.chdir(path.parent)
     code, err = _run(["--list"], capsys)
     assert code == 2, err
-    assert err == [f"error: matrix.yaml:13: stage 'runtime': copied path probes is a symbolic "
+    assert err == [f"error: matrix.yaml:14: stage 'runtime': copied path probes is a symbolic "
                    f"link to {outside}, outside the project; copy real files: replace the "
                    "link with what it points to"], err
 
