@@ -48,7 +48,8 @@ def call(fn: Callable[[], T], policy: RetryPolicy, retry_if: Callable[[BaseExcep
     """``(fn's result, attempts used)``. An exception ``retry_if`` accepts is retried
     after the policy's delay, ``on_retry(exception, attempt that failed, delay in s)``
     called first; any other exception, or an accepted one on the last attempt, is raised
-    as ``fn`` raised it. ``policy.attempts`` below 1 counts as 1."""
+    as ``fn`` raised it, and so is a ``KeyboardInterrupt`` or ``SystemExit`` whatever
+    ``retry_if`` says. ``policy.attempts`` below 1 counts as 1."""
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
         if on_retry is not None and state.outcome is not None:
@@ -57,7 +58,9 @@ def call(fn: Callable[[], T], policy: RetryPolicy, retry_if: Callable[[BaseExcep
 
     retrying = tenacity.Retrying(
         stop=tenacity.stop_after_attempt(max(policy.attempts, 1)), wait=policy.wait(),
-        retry=tenacity.retry_if_exception(retry_if), before_sleep=before_sleep,
+        # Only errors: a KeyboardInterrupt or SystemExit (Ctrl-C, SIGTERM) always stops.
+        retry=tenacity.retry_if_exception(lambda e: isinstance(e, Exception) and retry_if(e)),
+        before_sleep=before_sleep,
         sleep=sleep, reraise=True)
     result = retrying(fn)
     return result, int(retrying.statistics.get("attempt_number", 1))
