@@ -1,7 +1,8 @@
 """The one path to registries (stagecraft/registry.py) against real registries: Debian's
-``docker-registry`` (distribution 2.8) on 127.0.0.1, once open and once with htpasswd
-(bcrypt) basic auth, read through the real skopeo. No Docker daemon: the images are put
-into the registry over its HTTP API by this file (``_put``), as a daemon's push would.
+``docker-registry`` (distribution 2.8) on 127.0.0.1, open, with htpasswd (bcrypt) basic
+auth, and with token auth behind a token server (tests/unit/registry_harness.py), read
+through the real skopeo. No Docker daemon: the harness puts images into the registry over
+its HTTP API, as a daemon's push would.
 
 What the removed hand-written client was tested for is kept: credentials work, a wrong
 password is an auth error that names no secret, a missing tag is fatal, an unreachable
@@ -11,132 +12,58 @@ and the auth file (0600, in the scratch directory, gone after the call, never in
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import socket
 import stat
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
-import requests
 
 from stagecraft.indexcheck import INDEX_TYPES, IndexMismatch, skopeo_runner, verify_index
 from stagecraft.publish import PublishError, RetryPolicy, auth_message, manifest_size, with_retries
 from stagecraft.registry import Registry, RegistryError, classify, skopeo_message
+from tests.unit.registry_harness import SECRET, USER, LocalRegistry, TokenServer, free_port
 
-USER, SECRET = "pusher", "pw-never-shown-7781"
 TOOLS = ("docker-registry", "htpasswd", "skopeo")
 pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS),
                                 reason="needs docker-registry, htpasswd and skopeo "
                                        "(scripts/setup.sh installs them)")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class LocalRegistry:
-    """``docker-registry serve`` on a free loopback port, storage under ``root``;
-    ``auth``: htpasswd basic auth for USER/SECRET. ``start()`` waits until it answers."""
-
-    def __init__(self, root: Path, auth: bool, port: int | None = None):
-        root.mkdir(parents=True, exist_ok=True)
-        self.root, self.port = root, port or _free_port()
-        self.host = f"127.0.0.1:{self.port}"
-        self.auth = (USER, SECRET) if auth else None
-        extra = ""
-        if auth:
-            line = subprocess.run(["htpasswd", "-Bbn", USER, SECRET], check=True,
-                                  capture_output=True, text=True).stdout
-            (root / "htpasswd").write_text(line)
-            extra = f"auth:\n  htpasswd: {{realm: test, path: {root / 'htpasswd'}}}\n"
-        self.config = root / "config.yml"
-        self.config.write_text(
-            "version: 0.1\nlog: {level: error}\n"
-            f"storage:\n  filesystem: {{rootdirectory: {root / 'storage'}}}\n"
-            f"http:\n  addr: {self.host}\n  secret: test\n{extra}")
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> LocalRegistry:
-        log = open(self.root / "registry.log", "ab")  # noqa: SIM115 - lives with the process
-        self.proc = subprocess.Popen(["docker-registry", "serve", str(self.config)],
-                                     stdout=log, stderr=log)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                requests.get(f"http://{self.host}/v2/", timeout=1)
-                return self
-            except requests.ConnectionError:
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"docker-registry did not answer on {self.host}")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
-
-    def _blob(self, repo: str, data: bytes) -> str:
-        digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        r = requests.post(f"http://{self.host}/v2/{repo}/blobs/uploads/", auth=self.auth,
-                          timeout=10)
-        r.raise_for_status()
-        r = requests.put(r.headers["Location"], params={"digest": digest}, data=data,
-                         auth=self.auth, timeout=10,
-                         headers={"Content-Type": "application/octet-stream"})
-        r.raise_for_status()
-        return digest
-
-    def put(self, repo: str, ref: str, doc: dict) -> str:
-        """Upload manifest or index ``doc`` as ``repo:ref``; returns its digest."""
-        body = json.dumps(doc).encode()
-        r = requests.put(f"http://{self.host}/v2/{repo}/manifests/{ref}", data=body,
-                         auth=self.auth, timeout=10, headers={"Content-Type": doc["mediaType"]})
-        assert r.status_code == 201, r.text
-        return "sha256:" + hashlib.sha256(body).hexdigest()
-
-    def image(self, repo: str, ref: str, arch: str = "amd64") -> tuple[str, dict]:
-        """An image of one (empty) layer for ``linux/<arch>``: ``(digest, manifest)``."""
-        config = json.dumps({"architecture": arch, "os": "linux",
-                             "rootfs": {"type": "layers", "diff_ids": []}}).encode()
-        layer = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\x03\x00\x00\x00\x00\x00\x00\x00\x00\x00"
-        doc = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-               "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
-                          "digest": self._blob(repo, config), "size": len(config)},
-               "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
-                           "digest": self._blob(repo, layer), "size": len(layer)}]}
-        return self.put(repo, ref, doc), doc
-
-
 @pytest.fixture(scope="module")
 def registries(tmp_path_factory):
+    """(open, htpasswd, token) registries, and the token server of the third."""
     root = tmp_path_factory.mktemp("registries")
-    opened = LocalRegistry(root / "open", auth=False).start()
-    locked = LocalRegistry(root / "auth", auth=True)
+    tokens = TokenServer(root)
+    regs = [LocalRegistry(root / "open"), LocalRegistry(root / "auth", "htpasswd"),
+            LocalRegistry(root / "token", "token", tokens)]
     try:
-        locked.start()
-        yield opened, locked
+        for reg in regs:
+            reg.start()
+        yield (*regs, tokens)
     finally:
-        opened.stop()
-        locked.stop()
+        for reg in regs:
+            reg.stop()
+        tokens.stop()
 
 
 # ---------------------------------------------------------------------------------------
 # Manifests and tags, with and without credentials.
 
+WHICH = {"open": 0, "htpasswd": 1, "token": 2}
+
+
 @pytest.mark.parametrize("which, credentials", [
-    ("auth", {"username": USER, "password": SECRET}),
+    ("htpasswd", {"username": USER, "password": SECRET}),
+    ("token", {"username": USER, "password": SECRET}),
     ("open", {"username": USER, "password": SECRET}),  # credentials an open registry ignores
     ("open", {}),
 ])
 def test_a_manifest_is_read_by_tag_and_by_digest(registries, which, credentials):
-    reg = registries[1] if which == "auth" else registries[0]
+    reg = registries[WHICH[which]]
     digest, doc = reg.image("team/r", "t")
     client = Registry(reg.host, credentials, insecure=True)
     got, body, media = client.manifest("team/r", "t")
@@ -146,20 +73,32 @@ def test_a_manifest_is_read_by_tag_and_by_digest(registries, which, credentials)
     assert SECRET not in repr(client)
 
 
-def test_a_wrong_password_is_an_auth_error_that_names_no_secret(registries):
-    _, reg = registries
+@pytest.mark.parametrize("which", ["htpasswd", "token"])
+def test_a_wrong_password_is_an_auth_error_that_names_no_secret(registries, which):
+    reg = registries[WHICH[which]]
     reg.image("r", "t")
     client = Registry(reg.host, {"username": USER, "password": "nope-" + SECRET}, insecure=True)
     with pytest.raises(PublishError) as exc:
         client.manifest("r", "t")
     assert exc.value.kind == "auth", exc.value
-    assert "authentication required" in str(exc.value) and SECRET not in str(exc.value)
+    assert "unauthorized" in str(exc.value) and SECRET not in str(exc.value)
+    if which == "htpasswd":  # the registry's own words; a token server has its own
+        assert "authentication required" in str(exc.value)
     line = auth_message(reg.host, exc.value)
-    assert "unauthorized: authentication required" in line and SECRET not in line
+    assert "refused the credentials" in line and "unauthorized" in line and SECRET not in line
 
 
-def test_no_credentials_for_a_locked_registry_is_an_auth_error(registries):
-    _, reg = registries
+def test_a_token_registry_is_read_with_a_token_the_token_server_gave(registries):
+    *_, reg, tokens = registries
+    reg.image("tok", "t")
+    before = tokens.requests
+    Registry(reg.host, {"username": USER, "password": SECRET}, insecure=True).manifest("tok", "t")
+    assert tokens.requests > before, "skopeo did not ask the token server"
+
+
+@pytest.mark.parametrize("which", ["htpasswd", "token"])
+def test_no_credentials_for_a_locked_registry_is_an_auth_error(registries, which):
+    reg = registries[WHICH[which]]
     reg.image("r", "t")
     with pytest.raises(RegistryError) as exc:
         Registry(reg.host, {}, insecure=True).manifest("r", "t")
@@ -167,7 +106,7 @@ def test_no_credentials_for_a_locked_registry_is_an_auth_error(registries):
 
 
 def test_a_missing_tag_and_a_missing_digest_are_fatal(registries):
-    reg, _ = registries
+    reg = registries[0]
     reg.image("r", "t")
     client = Registry(reg.host, {}, insecure=True)
     with pytest.raises(PublishError) as exc:
@@ -179,7 +118,7 @@ def test_a_missing_tag_and_a_missing_digest_are_fatal(registries):
 
 
 def test_tags_are_listed_sorted_and_an_unknown_repository_has_none(registries):
-    reg, locked = registries
+    reg, locked = registries[:2]
     for tag in ("b", "a", "c"):
         reg.image("tagged", tag)
     assert Registry(reg.host, {}, insecure=True).tags("tagged") == ["a", "b", "c"]
@@ -197,7 +136,7 @@ def test_tags_are_listed_sorted_and_an_unknown_repository_has_none(registries):
 # An unreachable registry: transient, bounded, and retried until it answers.
 
 def test_a_refused_connection_is_transient():
-    client = Registry(f"127.0.0.1:{_free_port()}", {}, insecure=True, timeout_s=5)
+    client = Registry(f"127.0.0.1:{free_port()}", {}, insecure=True, timeout_s=5)
     with pytest.raises(RegistryError) as exc:
         client.manifest("r", "t")
     assert exc.value.kind == "transient" and "connection refused" in str(exc.value)
@@ -218,7 +157,7 @@ def test_a_registry_that_never_answers_is_transient_within_the_timeout():
 
 
 def test_a_registry_that_comes_up_is_reached_on_a_retry(tmp_path):
-    reg = LocalRegistry(tmp_path / "late", auth=True)
+    reg = LocalRegistry(tmp_path / "late", "htpasswd")
     client = Registry(reg.host, {"username": USER, "password": SECRET}, insecure=True,
                       timeout_s=5)
     slept: list[float] = []
@@ -255,7 +194,7 @@ def _index(reg: LocalRegistry, repo: str, arches: list[str]) -> str:
 
 
 def test_an_index_is_verified_through_the_registry_client(registries):
-    _, reg = registries
+    reg = registries[1]
     digest = _index(reg, "multi", ["amd64", "arm64"])
     client = Registry(reg.host, {"username": USER, "password": SECRET}, insecure=True)
     assert client.manifest("multi", digest)[2] in INDEX_TYPES
