@@ -182,14 +182,14 @@ def test_a_registry_that_comes_up_is_reached_on_a_retry(tmp_path):
 # ---------------------------------------------------------------------------------------
 # Image indexes through the same path (what publish checks for multi-platform tags).
 
-def _index(reg: LocalRegistry, repo: str, arches: list[str]) -> str:
+def _index(reg: LocalRegistry, repo: str, arches: list[str], tag: str = "multi") -> str:
     manifests = []
     for arch in arches:
         digest, doc = reg.image(repo, f"only-{arch}", arch)
         size = len(json.dumps(doc).encode())
         manifests.append({"mediaType": doc["mediaType"], "digest": digest, "size": size,
                           "platform": {"os": "linux", "architecture": arch}})
-    return reg.put(repo, "multi", {"schemaVersion": 2, "manifests": manifests,
+    return reg.put(repo, tag, {"schemaVersion": 2, "manifests": manifests,
                                    "mediaType": "application/vnd.oci.image.index.v1+json"})
 
 
@@ -345,3 +345,97 @@ def test_the_auth_file_mode_is_private_even_with_a_loose_umask(standin):
     finally:
         os.umask(old)
     assert stat.S_IMODE(int((out / "mode").read_text().strip(), 8)) == 0o600
+
+
+# ---------------------------------------------------------------------------------------
+# publish() builds its registry client from the daemon's credentials and insecure list.
+
+class UploadingDaemon:
+    """A daemon stand-in whose push really uploads (an image, or an index of
+    ``platforms``) to the registry, so that publish's own verification reads it back;
+    its credentials are what a Docker config would give."""
+
+    def __init__(self, reg: LocalRegistry, password: str, platforms: tuple[str, ...] = ()):
+        self.reg, self.password, self.platforms = reg, password, platforms
+        self.digests: dict[str, list[str]] = {}
+
+    def image_id(self, ref):
+        return "sha256:" + "a" * 64
+
+    def tag(self, image_id, repository, tag):
+        pass
+
+    def push(self, remote, tag):
+        repo = remote.split("/", 1)[1]
+        if self.platforms:
+            digest = _index(self.reg, repo, [p.split("/")[1] for p in self.platforms], tag)
+        else:
+            digest, _ = self.reg.image(repo, tag)
+        self.digests.setdefault("sha256:" + "a" * 64, []).append(f"{remote}@{digest}")
+        yield {"status": "Pushed", "id": "l1"}
+        yield {"aux": {"Tag": tag, "Digest": digest, "Size": 500}}
+
+    def repo_digests(self, image_id):
+        return self.digests.get(image_id, [])
+
+    def labels(self, image_id):
+        return {}
+
+    def size(self, image_id):
+        return 1000
+
+    def insecure(self, registry):
+        return True
+
+    def credentials(self, registry):
+        return {"username": USER, "password": self.password, "serveraddress": registry}
+
+
+def _candidate(project, tmp_path, platforms=()):
+    import dataclasses
+
+    from stagecraft.expand import expand
+    from stagecraft.matrix import load_matrix
+    from stagecraft.publish import Candidate, TestGate
+    from tests.unit.minimal_matrix import MINIMAL
+
+    spec = expand(load_matrix(project(MINIMAL)))[0]
+    spec = dataclasses.replace(spec, platforms=tuple(platforms))
+    gate = TestGate(record=str(tmp_path / "rec.json"), sha256="sha256:" + "0" * 64,
+                    passed=True, counts={"passed": 1}, recorded=1.0)
+    return Candidate(spec, f"example/fw:{spec.tag}", "sha256:" + "a" * 64, gate)
+
+
+@pytest.mark.parametrize("platforms", [(), ("linux/amd64", "linux/arm64")],
+                         ids=["image", "index"])
+def test_publish_verifies_through_skopeo_with_the_daemons_credentials(registries, project,
+                                                                      tmp_path, platforms):
+    from stagecraft.publish import publish
+
+    reg = registries[1]
+    c = _candidate(project, tmp_path, platforms)
+    said: list[str] = []
+    run = publish(UploadingDaemon(reg, SECRET, platforms), [c], reg.host, "example/fw",
+                  tmp_path / "state", said.append, RetryPolicy(attempts=1))
+    assert run.ok, (run.error, [i.push.error for i in run.images])
+    img = run.images[0]
+    assert img.push.verified and img.digest == img.push.registry_digest
+    assert sorted(img.platforms) == sorted(platforms)
+    assert [a.status for a in img.aliases] == ["pushed"] * len(c.spec.aliases)
+    assert SECRET not in "\n".join(said) + Path(run.path).read_text()
+
+
+def test_publish_with_a_password_the_registry_refuses_stops_at_the_verification(
+        registries, project, tmp_path):
+    from stagecraft.publish import publish
+
+    reg = registries[1]
+    c = _candidate(project, tmp_path)
+    said: list[str] = []
+    run = publish(UploadingDaemon(reg, "wrong-" + SECRET), [c], reg.host, "example/fw",
+                  tmp_path / "state", said.append, RetryPolicy(attempts=3),
+                  sleep=lambda s: pytest.fail("an auth error was retried"))
+    assert not run.ok and "refused the credentials" in run.error
+    assert run.images[0].push.status == "failed"
+    assert all(a.status == "not pushed" for a in run.images[0].aliases)
+    assert SECRET not in "\n".join(said) + Path(run.path).read_text()
