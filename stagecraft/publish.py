@@ -23,8 +23,8 @@ where ``<name>`` is the last component of the repository (``remote_repository``)
    verified the same way. A failed canonical tag leaves its aliases where they were.
 
 Transient failures (HTTP 5xx, connection reset or refused, timeouts, EOF) are retried
-with exponential backoff (``RetryPolicy``, ``retry``); authentication and authorization failures are
-not (retrying a wrong password only locks accounts) and stop the run at once.
+with exponential backoff (``RetryPolicy``, ``retry``); authentication and authorization
+failures are not (retrying a wrong password only locks accounts) and stop the run at once.
 
 Credentials come from the standard Docker client configuration (``$DOCKER_CONFIG`` or
 ``~/.docker/config.json``: ``auths``, ``credsStore``, ``credHelpers``) through the Docker
@@ -88,7 +88,8 @@ def with_retries(fn: Callable[[], Any], policy: RetryPolicy, what: str,
         say(f"  {what}: {exc}; retrying in {delay:.0f} s ({attempt}/{policy.attempts})")
 
     try:
-        return retry.call(fn, policy, lambda e: getattr(e, "kind", "") == "transient",
+        return retry.call(fn, policy,
+                          lambda e: isinstance(e, PublishError) and e.kind == "transient",
                           said, sleep)
     except PublishError as exc:
         if exc.kind == "transient" and policy.attempts > 1:
