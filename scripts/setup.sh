@@ -61,7 +61,7 @@ fi
 # Python dependencies: reinstalled when pyproject.toml changes (a stamp holds its hash).
 stamp=.stagecraft/setup-python.sha256
 want=$("$PY" -c 'import hashlib,sys; print(hashlib.sha256(open("pyproject.toml","rb").read()).hexdigest() + " " + sys.executable)')
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! "$PY" -c 'import docker, jinja2, yaml, jsonschema, pytest, testinfra, pynvml' 2>/dev/null; then
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! "$PY" -c 'import docker, jinja2, yaml, jsonschema, pytest, testinfra, pynvml, tenacity' 2>/dev/null; then
   log "installing Python dependencies into $("$PY" -c 'import sys; print(sys.prefix)') (pip install -e '.[test]')"
   "$PY" -m pip install -q -e '.[test]'
   mkdir -p .stagecraft && printf '%s\n' "$want" > "$stamp"
