@@ -28,9 +28,10 @@ from stagecraft.registry import Registry, RegistryError, classify, skopeo_messag
 from tests.unit.registry_harness import SECRET, USER, LocalRegistry, TokenServer, free_port
 
 TOOLS = ("docker-registry", "htpasswd", "skopeo")
-pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS),
-                                reason="needs docker-registry, htpasswd and skopeo "
-                                       "(scripts/setup.sh installs them)")
+# The tests of real registries; those of the stand-in skopeo below need none of these.
+real = pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS),
+                          reason="needs docker-registry, htpasswd and skopeo "
+                                 "(scripts/setup.sh installs them)")
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +63,7 @@ WHICH = {"open": 0, "htpasswd": 1, "token": 2}
     ("open", {"username": USER, "password": SECRET}),  # credentials an open registry ignores
     ("open", {}),
 ])
+@real
 def test_a_manifest_is_read_by_tag_and_by_digest(registries, which, credentials):
     reg = registries[WHICH[which]]
     digest, doc = reg.image("team/r", "t")
@@ -73,6 +75,7 @@ def test_a_manifest_is_read_by_tag_and_by_digest(registries, which, credentials)
     assert SECRET not in repr(client)
 
 
+@real
 @pytest.mark.parametrize("which", ["htpasswd", "token"])
 def test_a_wrong_password_is_an_auth_error_that_names_no_secret(registries, which):
     reg = registries[WHICH[which]]
@@ -88,6 +91,7 @@ def test_a_wrong_password_is_an_auth_error_that_names_no_secret(registries, whic
     assert "refused the credentials" in line and "unauthorized" in line and SECRET not in line
 
 
+@real
 def test_a_token_registry_is_read_with_a_token_the_token_server_gave(registries):
     *_, reg, tokens = registries
     reg.image("tok", "t")
@@ -96,6 +100,7 @@ def test_a_token_registry_is_read_with_a_token_the_token_server_gave(registries)
     assert tokens.requests > before, "skopeo did not ask the token server"
 
 
+@real
 @pytest.mark.parametrize("which", ["htpasswd", "token"])
 def test_no_credentials_for_a_locked_registry_is_an_auth_error(registries, which):
     reg = registries[WHICH[which]]
@@ -105,6 +110,7 @@ def test_no_credentials_for_a_locked_registry_is_an_auth_error(registries, which
     assert exc.value.kind == "auth", exc.value
 
 
+@real
 def test_a_missing_tag_and_a_missing_digest_are_fatal(registries):
     reg = registries[0]
     reg.image("r", "t")
@@ -117,6 +123,7 @@ def test_a_missing_tag_and_a_missing_digest_are_fatal(registries):
     assert exc.value.kind == "fatal"
 
 
+@real
 def test_tags_are_listed_sorted_and_an_unknown_repository_has_none(registries):
     reg, locked = registries[:2]
     for tag in ("b", "a", "c"):
@@ -135,6 +142,7 @@ def test_tags_are_listed_sorted_and_an_unknown_repository_has_none(registries):
 # ---------------------------------------------------------------------------------------
 # An unreachable registry: transient, bounded, and retried until it answers.
 
+@real
 def test_a_refused_connection_is_transient():
     client = Registry(f"127.0.0.1:{free_port()}", {}, insecure=True, timeout_s=5)
     with pytest.raises(RegistryError) as exc:
@@ -142,6 +150,7 @@ def test_a_refused_connection_is_transient():
     assert exc.value.kind == "transient" and "connection refused" in str(exc.value)
 
 
+@real
 def test_a_registry_that_never_answers_is_transient_within_the_timeout():
     with socket.socket() as silent:  # accepts connections (the backlog), answers nothing
         silent.bind(("127.0.0.1", 0))
@@ -156,6 +165,7 @@ def test_a_registry_that_never_answers_is_transient_within_the_timeout():
     assert took < 2 + 5, f"took {took:.1f} s with a 2 s budget"
 
 
+@real
 def test_a_registry_that_comes_up_is_reached_on_a_retry(tmp_path):
     reg = LocalRegistry(tmp_path / "late", "htpasswd")
     client = Registry(reg.host, {"username": USER, "password": SECRET}, insecure=True,
@@ -193,6 +203,7 @@ def _index(reg: LocalRegistry, repo: str, arches: list[str], tag: str = "multi")
                                    "mediaType": "application/vnd.oci.image.index.v1+json"})
 
 
+@real
 def test_an_index_is_verified_through_the_registry_client(registries):
     reg = registries[1]
     digest = _index(reg, "multi", ["amd64", "arm64"])
@@ -406,6 +417,7 @@ def _candidate(project, tmp_path, platforms=()):
     return Candidate(spec, f"example/fw:{spec.tag}", "sha256:" + "a" * 64, gate)
 
 
+@real
 @pytest.mark.parametrize("platforms", [(), ("linux/amd64", "linux/arm64")],
                          ids=["image", "index"])
 def test_publish_verifies_through_skopeo_with_the_daemons_credentials(registries, project,
@@ -425,6 +437,7 @@ def test_publish_verifies_through_skopeo_with_the_daemons_credentials(registries
     assert SECRET not in "\n".join(said) + Path(run.path).read_text()
 
 
+@real
 def test_publish_with_a_password_the_registry_refuses_stops_at_the_verification(
         registries, project, tmp_path):
     from stagecraft.publish import publish
