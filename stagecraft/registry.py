@@ -124,6 +124,18 @@ def skopeo_message(stderr: bytes) -> str:
     return _IMAGE_NAME_PREFIX.sub("", text)[:500]
 
 
+def write_authfile(directory: Path, host: str, credentials: Mapping[str, Any]) -> Path:
+    """``directory/auth.json`` (containers-auth.json(5)) holding ``credentials`` for
+    ``host`` (no entry for none), created with mode 0600 whatever the umask; returns
+    its path. Raises ``OSError`` (``FileExistsError`` when it is already there)."""
+    entry = auth_entry(credentials)
+    path = directory / "auth.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump({"auths": {host: entry} if entry else {}}, out)
+    return path
+
+
 def run_skopeo(args: list[str], tls_verify: bool = True,
                credentials: Mapping[str, Any] | None = None, auth_host: str = "",
                timeout_s: float = TIMEOUT_S) -> bytes:
@@ -142,12 +154,7 @@ def run_skopeo(args: list[str], tls_verify: bool = True,
     env = {k: v for k, v in os.environ.items() if k != "REGISTRY_AUTH_FILE"}
     with tempfile.TemporaryDirectory(prefix="skopeo-auth-") as home:  # mode 0700
         if credentials is not None:
-            authfile = Path(home) / "auth.json"
-            entries = {auth_host: auth_entry(credentials)} if auth_entry(credentials) else {}
-            fd = os.open(authfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as out:
-                json.dump({"auths": entries}, out)
-            argv.append(f"--authfile={authfile}")
+            argv.append(f"--authfile={write_authfile(Path(home), auth_host, credentials)}")
             env["DOCKER_CONFIG"] = home  # no config.json there: no other credentials
         try:
             proc = subprocess.run([*argv, *args[1:]], capture_output=True, env=env,
