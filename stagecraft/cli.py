@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import sourceinfo
+from . import argcheck, sourceinfo
 from .bases import BaseImage, base_image
 from .errors import EXIT_FAILED, EXIT_INPUT, EXIT_OK, BuildError, InputError
 from .expand import ImageSpec, expand, resolve
@@ -294,7 +294,7 @@ def _parser() -> argparse.ArgumentParser:
         _matrix_option(sp)
         for add in cmd.options:
             add(sp)
-        sp.set_defaults(run=cmd.run)
+        sp.set_defaults(run=cmd.run, flags=argcheck.flags_of(sp))
     return p
 
 
@@ -331,10 +331,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def _clip(text: str, limit: int = 80) -> str:
-    """``text`` as echoed back to the user: at most ``limit`` characters (a user value
-    can be megabytes), with ``...`` and its length when cut."""
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+_clip = argcheck.clip  # a user value as echoed back: bounded (a value can be megabytes)
 
 
 def _select(specs: list[ImageSpec], args: argparse.Namespace, default_all: bool) -> list[ImageSpec]:
@@ -410,9 +407,12 @@ def cmd_render(args: argparse.Namespace) -> int:
     from .lockfile import base_epoch, base_lock
     from .platforms import host_platform
 
-    platforms = _platforms([spec], args)[spec.tag]
+    platforms = _platforms([spec], args)[spec.tag]  # several only without --platform
     if len(platforms) > 1:  # one Dockerfile per platform: the host's, else the first
+        every = platforms
         platforms = (host_platform(),) if host_platform() in platforms else platforms[:1]
+        _say(f"note: {spec.tag} is built for {', '.join(every)}; this is its Dockerfile for "
+             f"{platforms[0]} (--platform OS/ARCH for another)")
     base = base_image(spec.base, args.base_source or ("pull" if "pull" in spec.base else None),
                       platforms[0], locked=base_lock(matrix, spec, platforms[0]),
                       source_date_epoch=base_epoch(matrix, spec, platforms[0]))
@@ -485,41 +485,37 @@ def _show_plan(matrix: Matrix, chosen: list[ImageSpec], args: argparse.Namespace
     return EXIT_OK
 
 
-def _state_dir(matrix: Matrix, args: argparse.Namespace) -> Path:
+def _state_dir(matrix: Matrix, args: argparse.Namespace, create: bool = True) -> Path:
     """The state directory (``--state-dir``, default ``.stagecraft/`` beside the matrix),
-    created when missing. Raises ``InputError`` when it is not a writable directory, so
-    a bad one is refused before the run starts, not at its first log."""
+    created when missing unless ``create`` is false (a command checks it that way first
+    and makes it only once every check has passed: bad input creates nothing). Raises
+    ``InputError`` when it is not, or cannot become, a writable directory."""
     path = Path(args.state_dir) if args.state_dir else matrix.root / ".stagecraft"
     where = f"--state-dir {_clip(str(path))}" if args.state_dir else str(path)
-    if path.exists() and not path.is_dir():
-        raise InputError.one(where, "exists and is not a directory",
-                             "pass a directory for logs and test records (made when missing)")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError.one(where, f"cannot create it ({exc.strerror or exc})",
-                             "pass a directory you can write") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise InputError.one(where, "not writable", "pass a directory you can write")
+    why = argcheck.state_dir_problem(path)
+    if why:
+        raise InputError.one(where, why, "pass a directory you can write (made when missing)")
+    if create:
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError.one(where, f"cannot create it ({exc.strerror or exc})",
+                                 "pass a directory you can write") from None
     return path
 
 
 def _write_output(option: str, path: str, text: str) -> None:
-    """Write ``text`` to the file the user named with ``option`` (``-o``). Raises
-    ``InputError`` (exit 2) when it cannot be written there: the path is the user's."""
-    target = Path(path)
-    where = f"{option} {_clip(path)}"
-    parent = target.parent
-    if not parent.is_dir():
-        raise InputError.one(where, f"directory {_clip(str(parent))} does not exist",
-                             "create it first or write elsewhere")
-    if target.is_dir():
-        raise InputError.one(where, "is a directory", "name a file")
+    """Write ``text`` to the file the user named with ``option`` (``-o``), whole or not
+    at all, only over a regular file or nothing (``outfile``; ``argcheck`` refused
+    anything else before the command ran). Raises ``InputError`` (exit 2) when it cannot
+    be written there: the path is the user's."""
+    from . import outfile
+
     try:
-        target.write_text(text)
+        outfile.write_text(path, text)
     except OSError as exc:
-        raise InputError.one(where, f"cannot write ({exc.strerror or exc})",
-                             "check the path and its permissions") from None
+        raise InputError.one(f"{option} {_clip(path)}", f"cannot write ({exc.strerror or exc})",
+                             "name a regular file in a directory you can write") from None
 
 
 @command("build", "build images (the default command: build.py --tag T)", _selection,
@@ -537,22 +533,22 @@ def cmd_build(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise InputError.one(f"--jobs {args.jobs}", "must be at least 1", "pass --jobs 1 or more")
     sourceinfo.created(matrix.root)  # a malformed SOURCE_DATE_EPOCH stops here, before any work
-    if not args.dry_run:
-        _state_dir(matrix, args)
+    if not args.dry_run:  # checked now; made once every check has passed
+        _state_dir(matrix, args, create=False)
     bundle = find_ca_bundle(args.ca_bundle, args.no_ca_bundle)
     from . import cache
 
     cache_from = cache.parse(args.cache_from, "--cache-from") if args.cache_from else None
     cache_to = cache.parse(args.cache_to, "--cache-to") if args.cache_to else None
-    if cache_from or cache_to:  # what this engine cannot do is bad input: exit 2 at once
-        from .capabilities import check_cache_options
-
-        check_cache_options(Engine().facts(), args.cache_from, args.cache_to)
     if args.push:  # pushes only what passed its tests: check the registry before building
         from .publish import resolve_registry
 
         resolve_registry(args.registry, matrix.registry)
         args.test = True
+    if cache_from or cache_to:  # what this engine cannot do is bad input: exit 2 at once
+        from .capabilities import check_cache_options
+
+        check_cache_options(Engine().facts(), args.cache_from, args.cache_to)
     if args.test and not args.dry_run:  # the tools the suites run on, before building
         from .testing import check_tools
 
@@ -563,13 +559,14 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     if args.stage:
         return _build_stages(matrix, chosen, args, bundle)
+    wanted = _platforms(chosen, args)  # --platform against the tags, before the network
     skipped = unreachable(chosen, bundle)
     for tag, why in skipped.items():
         _say(f"{'skipping' if args.skip_unreachable else 'cannot build'} {tag}: {why}")
     chosen = [s for s in chosen if s.tag not in skipped]
     if not chosen:
         raise BuildError("nothing left to build on this host (see above)")
-    wanted = _platforms(chosen, args)
+    wanted = {tag: ps for tag, ps in wanted.items() if tag not in skipped}
     engine = Engine()
     wanted = _check_platforms(engine, wanted, bool(args.platform))
     plan = _plan(matrix, chosen, args, wanted)
@@ -627,9 +624,6 @@ def _build_stages(matrix: Matrix, chosen: list[ImageSpec], args: argparse.Namesp
     from .engine import Engine
     from .plan import up_to_stage
 
-    if args.test or args.push:
-        raise InputError.one(f"--stage {args.stage}", "builds stages, not images",
-                             "drop --test/--push, or --stage")
     plan = up_to_stage(_plan(matrix, chosen, args), args.stage)
     engine = Engine()
     _check_wheels(matrix, plan, engine, bundle, stages_of=chosen)
@@ -713,8 +707,9 @@ def cmd_test(args: argparse.Namespace) -> int:
 
     matrix, specs = _load(args)
     chosen = _select(specs, args, default_all=False)
-    _state_dir(matrix, args)
+    _state_dir(matrix, args, create=False)  # made by the first suite run, after the checks
     check_tools()
+    wanted = _platforms(chosen, args) if args.platform else {}  # before the engine
     engine = Engine()
     repository = args.repository or matrix.repository
     results = []
@@ -728,7 +723,6 @@ def cmd_test(args: argparse.Namespace) -> int:
     # that a build made; then every platform in it, and the index passes only when each
     # one did (its record is what `push` checks: testing the host's platform alone must
     # not clear the arm64 image for publishing).
-    wanted = _platforms(chosen, args) if args.platform else {}
     for spec in chosen:
         ref = f"{repository}:{spec.tag}"
         images: list[tuple[str, str | None]] = [("", None)]
@@ -777,6 +771,7 @@ def _push(engine: Any, matrix: Matrix, chosen: list[ImageSpec], args: argparse.N
           repository: str) -> Any:
     """Gate, push and verify ``chosen``; returns the run manifest (``publish.RunManifest``).
     Raises ``InputError`` when an image is refused (nothing pushed)."""
+    from . import signing, tools
     from .publish import (
         EngineDaemon,
         RetryPolicy,
@@ -786,21 +781,17 @@ def _push(engine: Any, matrix: Matrix, chosen: list[ImageSpec], args: argparse.N
         resolve_registry,
     )
 
-    if args.retries < 0:
-        raise InputError.one(f"--retries {args.retries}", "must be 0 or more", "pass --retries 3")
-    from . import signing, tools
-
     registry, remote = remote_repository(resolve_registry(args.registry, matrix.registry),
                                          repository)
     daemon = EngineDaemon(engine)
-    state = _state_dir(matrix, args)
-    key = signing.key_path(getattr(args, "sign_key", None))
+    state = _state_dir(matrix, args, create=False)
+    key = signing.key_path(getattr(args, "sign_key", None))  # its file: checked by argcheck
+    candidates = gate(daemon, chosen, repository, state)  # refuses before anything is written
+    _state_dir(matrix, args)
     kit: dict[str, str] = {}
-    if key is not None:  # checked before anything is pushed
+    if key is not None:  # decrypted before anything is pushed (cosign fetched first)
         kit = tools.ensure(state, _say)
         pub = signing.public_key(kit["cosign"], key)
-    candidates = gate(daemon, chosen, repository, state)
-    if key is not None:
         problems = [f"--tag {c.spec.tag}: refused: {why}" for c in candidates
                     if (why := signing.check_record(kit["cosign"], pub, Path(c.test.record)))]
         if problems:
@@ -877,9 +868,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from . import signing, tools
     from .publish import loopback as _loopback
 
-    key = args.key or os.environ.get("STAGECRAFT_COSIGN_PUB")
-    if not key:
-        raise InputError.one("verify", "no public key", "pass --key cosign.pub or set STAGECRAFT_COSIGN_PUB")
+    key = args.key or os.environ["STAGECRAFT_COSIGN_PUB"]  # one of them: checked by argcheck
     state = Path(args.state_dir) if args.state_dir else Path(".stagecraft")
     kit = tools.ensure(state, _say)
     host = args.ref.split("/", 1)[0]
@@ -898,7 +887,10 @@ def cmd_push(args: argparse.Namespace) -> int:
 
     matrix, specs = _load(args)
     chosen = _select(specs, args, default_all=False)
-    _state_dir(matrix, args)
+    _state_dir(matrix, args, create=False)
+    from .publish import resolve_registry
+
+    resolve_registry(args.registry, matrix.registry)  # before the engine is asked anything
     repository = args.repository or matrix.repository
     run = _push(Engine(), matrix, chosen, args, repository)
     if args.json:
@@ -988,13 +980,14 @@ def cmd_verify_reproducible(args: argparse.Namespace) -> int:
     chosen = _select(specs, args, default_all=False)
     if len(chosen) != 1:
         raise InputError.one("verify-reproducible", "takes one tag", "pass TAG or --tag TAG")
+    bundle = find_ca_bundle(args.ca_bundle, args.no_ca_bundle)
+    wanted = _platforms(chosen, args)  # the input first, then the engine
     engine = Engine()
     why = engine.reproducible()
     if why:
         raise InputError.one(f"verify-reproducible {chosen[0].tag}", f"impossible here: {why}",
                              "run it on Docker 25+ with buildx and the containerd image store")
-    bundle = find_ca_bundle(args.ca_bundle, args.no_ca_bundle)
-    wanted = _check_platforms(engine, _platforms(chosen, args), bool(args.platform))
+    wanted = _check_platforms(engine, wanted, bool(args.platform))
     plan = _plan(matrix, chosen, args, wanted)
     if any(not b.source_date_epoch for b in plan.bases):
         _say("warning: no matrix.lock entry for this base, so no SOURCE_DATE_EPOCH: file times "
@@ -1272,18 +1265,6 @@ def _terminate(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _check_repository(repository: str | None) -> None:
-    """``--repository`` must be a valid Docker repository name (checked before any build)."""
-    import re
-
-    from .matrix import schema as _schema
-
-    pattern = _schema()["$defs"]["repository"]["pattern"]
-    if repository is not None and not re.fullmatch(pattern, repository):
-        raise InputError.one(f"--repository {_clip(repository)}", "not a valid repository name",
-                             "lowercase path components like team/paddle, no tag")
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``build.py``; returns the exit status."""
     args = _parse(sys.argv[1:] if argv is None else list(argv))
@@ -1293,7 +1274,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:  # not the main thread (embedded use): leave signals alone
         pass
     try:
-        _check_repository(getattr(args, "repository", None))
+        argcheck.check(args)  # every option and file, before any network, engine or write
         with run_scratch():  # every temporary file of the run, removed however it ends
             return args.run(args)
     except InputError as exc:

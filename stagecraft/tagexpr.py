@@ -20,6 +20,7 @@ any exception at render, which ``expand`` reports as bad input.
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any
 
 import jinja2
@@ -172,7 +173,10 @@ def compile_expression(source: str) -> jinja2.Template:
     """A tag or alias expression, checked and compiled.
 
     Raises ``InputError`` (without a location: the caller adds the group) for a syntax
-    error, a statement other than ``{% if %}``, or a source longer than ``MAX_SOURCE``.
+    error, a statement other than ``{% if %}``, a source longer than ``MAX_SOURCE``, or
+    an expression Python itself warns about when compiling it (``SyntaxWarning``, e.g.
+    ``1[::-1]``: "'int' object is not subscriptable"): the warning becomes that one line
+    instead of a warning printed to the user's terminal.
     """
     if len(source) > MAX_SOURCE:
         raise InputError.one("", f"a tag expression of {len(source)} characters (at most "
@@ -187,7 +191,12 @@ def compile_expression(source: str) -> jinja2.Template:
                 raise InputError.one("", f"tag expression: {type(node).__name__.lower()} is not "
                                      "allowed (tags are {{ expressions }} and {% if %} only)",
                                      "write the tag as one expression")
-        return env.from_string(tree)
+        with warnings.catch_warnings():  # Python's own compile warnings, e.g. `1[::-1]`
+            warnings.simplefilter("error", SyntaxWarning)
+            return env.from_string(tree)
+    except SyntaxError as exc:  # a SyntaxWarning turned error: the compiled code is wrong
+        raise InputError.one("", f"tag expression: {cut(exc.msg or str(exc))}",
+                             "fix the tag or aliases expression") from None
     except jinja2.TemplateSyntaxError as exc:
         raise InputError.one("", f"tag expression: syntax error: {exc.message}",
                              "fix the tag or aliases expression") from None

@@ -24,12 +24,35 @@ def buildable_here() -> tuple[list[str], dict[str, str]]:
     return [s.tag for s in SPECS if s.tag not in skipped], skipped
 
 
+# Python code run in the child before its command: SIGINT, SIGTERM and SIGQUIT at their
+# default dispositions and unblocked, then exec (same process, same pid). Kept across
+# exec, a default SIGINT makes the Python it starts install its KeyboardInterrupt handler.
+_DEFAULT_SIGNALS = (
+    "import os, signal, sys\n"
+    "for s in (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT):\n"
+    "    signal.signal(s, signal.SIG_DFL)\n"
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT))\n"
+    "os.execvp(sys.argv[1], sys.argv[1:])\n")
+
+
+def with_default_signals(argv: list[str]) -> list[str]:
+    """``argv`` started so that the signals a test sends it reach it as a terminal's
+    would, whatever started the test run: a shell that starts a job in the background
+    (``cmd &`` in a script, ``nohup``) gives it SIGINT (and SIGQUIT) ignored, every child
+    inherits that, and Python then installs no KeyboardInterrupt handler, so a Ctrl-C
+    test would see exit 1 or 0 instead of 130 (issue 22, item 7). Returns a new argv: a
+    small Python wrapper that resets SIGINT, SIGTERM and SIGQUIT to their defaults,
+    unblocks them and execs ``argv`` in the same process (``Popen(...).pid`` is the
+    command's; ``start_new_session``/``killpg`` work as before). Every test that sends a
+    signal to a child starts that child through this (no ``preexec_fn``: it is unsafe
+    in a process with threads)."""
+    return [sys.executable, "-c", _DEFAULT_SIGNALS, *argv]
+
+
 def run_cli(*args: str, timeout: float = 3600, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     """Run `python build.py ARGS` as a user would; returns the completed process."""
     return subprocess.run([sys.executable, str(ROOT / "build.py"), *args], cwd=cwd,
                           capture_output=True, text=True, timeout=timeout)
-
-
 
 
 def six_project(root: Path, repository: str) -> Path:

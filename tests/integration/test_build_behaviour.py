@@ -21,7 +21,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from tests.integration.harness import ROOT, run_cli
+from tests.integration.harness import ROOT, run_cli, with_default_signals
 from tests.unit.minimal_matrix import MINIMAL
 
 REPO = "stagecraft-it/six"
@@ -129,8 +129,9 @@ def test_interrupt_moves_no_tag_and_the_next_run_resumes(six_project, eclient):
     six_project.write_text(text)
     assert _image_id(eclient, f"{REPO}:1.17.0-cpu") is None
     argv = [sys.executable, str(ROOT / "build.py"), "--matrix", str(six_project), "--tag", "1.17.0-cpu"]
-    proc = subprocess.Popen(argv, cwd=six_project.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True, env=_ENGINE_OF[six_project].environ())
+    proc = subprocess.Popen(with_default_signals(argv), cwd=six_project.parent, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env=_ENGINE_OF[six_project].environ())
     seen = ""
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -269,8 +270,9 @@ def test_tag_phase_is_all_or_nothing_under_signals(tags_project, eclient):
 
     def run(delay: float, sig: int) -> tuple[int, str, float]:
         _set_names(eclient, old)
-        proc = subprocess.Popen([sys.executable, str(ROOT / "build.py"), "--matrix", str(six_project),
-                                 "--all"], cwd=six_project.parent, stdout=subprocess.DEVNULL,
+        proc = subprocess.Popen(with_default_signals([sys.executable, str(ROOT / "build.py"), "--matrix",
+                                                      str(six_project), "--all"]),
+                                cwd=six_project.parent, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True, env=_ENGINE_OF[six_project].environ())
         err = ""
         while "tagging 154 name(s)" not in err:

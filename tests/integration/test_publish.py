@@ -32,7 +32,7 @@ import requests
 
 from stagecraft.platforms import host_platform
 from tests.integration import engines
-from tests.integration.harness import ROOT
+from tests.integration.harness import ROOT, with_default_signals
 
 pytestmark = [pytest.mark.docker]
 
@@ -243,9 +243,10 @@ def pushed(engine, registry, paddle, state) -> dict:
     {"first": (rc, stderr, blobs at the interrupt), "run": the second run's JSON,
     "stdout", "stderr", "seconds"}."""
     argv = ["push", "--tag", TAG, "--registry", registry.host]
-    first = subprocess.Popen([sys.executable, str(ROOT / "build.py"), *argv, "--repository", REPO,
-                              "--state-dir", str(state)], cwd=ROOT, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env=engine.environ())
+    first = subprocess.Popen(with_default_signals([sys.executable, str(ROOT / "build.py"), *argv,
+                                                   "--repository", REPO, "--state-dir", str(state)]),
+                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=engine.environ())
     deadline = time.monotonic() + 300
     while first.poll() is None and registry.blobs() == 0 and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -55,3 +55,33 @@ def test_refused_at_compile(source, fragment):
 def test_refused_at_render(source, fragment):
     with pytest.raises(Exception, match=fragment):
         tagexpr.render(tagexpr.compile_expression(source), CONTEXT)
+
+
+@pytest.mark.parametrize("source", ["{{ 1[::-1] }}", "{{ framework.version }}-{{ 10[::-1] }}"])
+def test_a_python_compile_warning_is_the_one_line_error(source):
+    """Python warns while compiling Jinja's code for `1[::-1]` ("'int' object is not
+    subscriptable"); that is bad input, said once as the error, never a SyntaxWarning on
+    the user's terminal."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with pytest.raises(InputError, match="tag expression: 'int' object is not subscriptable"):
+            tagexpr.compile_expression(source)
+    assert not [w for w in seen if issubclass(w.category, SyntaxWarning)], [str(w.message) for w in seen]
+
+
+def test_the_warning_case_through_the_command_line(project):
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+    from tests.unit.minimal_matrix import MINIMAL
+
+    path = project(MINIMAL.replace('"{{ framework.version }}-cpu"', '"{{ framework.version }}-{{ 1[::-1] }}"'))
+    proc = subprocess.run([sys.executable, "-W", "always", str(ROOT / "build.py"), "--list"],
+                          cwd=path.parent, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "'int' object is not subscriptable" in lines[0], lines
+    assert "Warning" not in proc.stderr, proc.stderr

@@ -1,0 +1,76 @@
+"""Files the user names on the command line for a result (``render -o FILE``,
+``bake -o FILE``): checked before anything runs, written whole or not at all.
+
+``problem(path)`` says, from the file system alone (nothing is opened or created), why
+``path`` cannot take the result: its directory is missing or not writable, or something
+that is not a regular file is there already (a directory, a FIFO, which an open for
+writing would wait on forever, a device, a socket). ``write_text(path, text)`` writes a
+temporary file in the same directory and renames it over ``path``: the result appears
+whole, and only ever over a regular file or nothing. A symbolic link is followed, as a
+shell's ``>`` would: the file it points at is replaced and the link stays.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+
+def _target(path: str) -> Path:
+    """The file ``path`` names, its symbolic links followed (missing parts kept)."""
+    return Path(os.path.realpath(path))
+
+
+def problem(path: str) -> str:
+    """Why the result cannot be written to ``path``, or "" when it can. Reads the file
+    system only (``stat``, ``access``)."""
+    target = _target(path)
+    parent = target.parent
+    if not parent.is_dir():
+        return f"directory {parent} does not exist"
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        return f"cannot look at it ({exc.strerror or exc})"
+    if mode is not None and stat.S_ISDIR(mode):
+        return "is a directory"
+    if mode is not None and not stat.S_ISREG(mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or
+                stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+        return f"is {kind}, not a regular file"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"directory {parent} is not writable"
+    return ""
+
+
+def write_text(path: str, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` through a temporary file in its directory and
+    a rename: readers see the old file or the whole new one. An existing file keeps its
+    permission bits; a new one gets 0666 less the umask, as ``open`` would give it.
+    Raises ``OSError`` when it cannot, and ``IsADirectoryError``/``FileExistsError``
+    when ``path`` is no longer a regular file or nothing (see ``problem``): nothing
+    but the temporary file, then removed, was written."""
+    target = _target(path)
+    why = problem(path)
+    if why:
+        raise (IsADirectoryError if why == "is a directory" else FileExistsError)(
+            0, why, str(target))
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
