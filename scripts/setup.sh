@@ -61,7 +61,7 @@ fi
 # Python dependencies: reinstalled when pyproject.toml changes (a stamp holds its hash).
 stamp=.stagecraft/setup-python.sha256
 want=$("$PY" -c 'import hashlib,sys; print(hashlib.sha256(open("pyproject.toml","rb").read()).hexdigest() + " " + sys.executable)')
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! "$PY" -c 'import docker, jinja2, yaml, jsonschema, pytest, testinfra, pynvml' 2>/dev/null; then
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! "$PY" -c 'import docker, jinja2, yaml, jsonschema, pytest, testinfra, pynvml, tenacity' 2>/dev/null; then
   log "installing Python dependencies into $("$PY" -c 'import sys; print(sys.prefix)') (pip install -e '.[test]')"
   "$PY" -m pip install -q -e '.[test]'
   mkdir -p .stagecraft && printf '%s\n' "$want" > "$stamp"
@@ -82,9 +82,10 @@ command -v debootstrap >/dev/null 2>&1 || want_apt+=(debootstrap)
 if [ "${STAGECRAFT_WITH_REGISTRY:-1}" = 1 ]; then
   command -v docker-registry >/dev/null 2>&1 || want_apt+=(docker-registry)
   command -v htpasswd >/dev/null 2>&1 || want_apt+=(apache2-utils)
-  # Pushed image indexes are verified by digest with skopeo (stagecraft/indexcheck.py).
-  command -v skopeo >/dev/null 2>&1 || want_apt+=(skopeo)
 fi
+# Every pushed tag (and image index) is read back and verified with skopeo: stagecraft's
+# one path to registries (stagecraft/registry.py).
+command -v skopeo >/dev/null 2>&1 || want_apt+=(skopeo)
 
 # Platforms other than the host's need qemu's user-mode emulators registered with
 # binfmt_misc (Debian's /usr/lib/binfmt.d/qemu-*.conf carry the F flag: the interpreter

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import cache, schedule
+from . import cache, retry, schedule
 from .basecache import share_base, take_base
 from .bases import ensure_base
 from .buildlog import BuildLog
@@ -30,6 +30,7 @@ from .engine import Engine
 from .errors import BuildError
 from .plan import LABEL_STAGE, Plan, StageNode
 from .render import index_dockerfile
+from .retry import RetryPolicy
 from .scratch import claimed_log
 from .tagging import TagJournal, apply_tags
 
@@ -37,6 +38,25 @@ from .tagging import TagJournal, apply_tags
 # them under load (moby/buildkit#4305, docker/buildx#2064). Such a build is tried again.
 TRANSIENT_RE = re.compile(r"rpc error: code = (Internal|Unavailable) desc = .*(EOF|transport)")
 TRANSIENT_TRIES = 3
+ENGINE_RETRY = RetryPolicy(attempts=TRANSIENT_TRIES, base_s=0)  # builds again at once
+
+
+class CacheCostBuild(BuildError):
+    """A stage build that ran with cache arguments failed, and so did its cache import
+    or export (``failure``: the first such line); the builder runs it again without."""
+
+    def __init__(self, message: str, failure: str):
+        super().__init__(message)
+        self.failure = failure
+
+
+def transient_engine_error(exc: BaseException) -> bool:
+    """Whether a failed build is worth running again: a ``BuildError`` (not one that
+    the cache cost) whose text is BuildKit's gRPC transport error (``TRANSIENT_RE``)."""
+    return (isinstance(exc, BuildError) and not isinstance(exc, CacheCostBuild)
+            and bool(TRANSIENT_RE.search(str(exc))))
+
+
 # Under the state directory: BuildKit's SLSA provenance of each image, by manifest digest.
 PROVENANCE_DIR = "provenance"
 PROXY_ARGS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "FTP_PROXY", "ALL_PROXY",
@@ -272,30 +292,39 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
         """One stage built, engine errors tried again: ``(image id, its progress, the
         cache arguments it ran with)``, those ``()`` when the build failed with its cache
         and was run again without. Raises ``BuildError``."""
+        try:
+            return (*build_tried(node, log_path, cache_args), cache_args)
+        except CacheCostBuild as exc:  # a cache must never cost the image
+            warn(f"{node.stage}@{node.key[:12]}: the build failed with its cache ({exc.failure[:160]}); "
+                 "building it again without")
+            return (*build_tried(node, log_path, ()), ())
+
+    def build_tried(node: StageNode, log_path: Path,
+                    cache_args: tuple[str, ...]) -> tuple[str, BuildLog]:
+        """``(image id, progress)`` of the stage, transient engine errors tried again up
+        to ``TRANSIENT_TRIES`` builds in all (``retry.call``). Raises ``CacheCostBuild``
+        when a build with cache arguments failed and its cache did, else ``BuildError``."""
         short = node.key[:12]
-        attempt = 0
-        while True:
-            attempt += 1
+
+        def once() -> tuple[str, BuildLog]:
             progress = BuildLog()
             try:
-                image_id = build_node_image(
+                return build_node_image(
                     engine, node, root, log_path, secrets, build_args,
                     [*cache_args, "-t", node.image_ref], progress,
                     on_step=lambda s: say(f"  {node.stage}@{short} {s[:110]}"),
-                    provenance_dir=provenance_dir)
-                break
+                    provenance_dir=provenance_dir), progress
             except BuildError as exc:
                 failed_cache = progress.cache_export_errors + progress.cache_import_errors
-                if cache_args and failed_cache:  # a cache must never cost the image
-                    warn(f"{node.stage}@{short}: the build failed with its cache ({failed_cache[0][:160]}); "
-                         "building it again without")
-                    cache_args, attempt = (), 0
-                    continue
-                if attempt >= TRANSIENT_TRIES or not TRANSIENT_RE.search(str(exc)):
-                    raise
-                say(f"  {node.stage}@{short} engine error, trying again ({attempt}/{TRANSIENT_TRIES}): "
-                    f"{str(exc)[:120]}")
-        return image_id, progress, cache_args
+                if cache_args and failed_cache:
+                    raise CacheCostBuild(str(exc), failed_cache[0]) from exc
+                raise
+
+        def said(exc: BaseException, attempt: int, _delay: float) -> None:
+            say(f"  {node.stage}@{short} engine error, trying again ({attempt}/{TRANSIENT_TRIES}): "
+                f"{str(exc)[:120]}")
+
+        return retry.call(once, ENGINE_RETRY, transient_engine_error, said)[0]
 
     def started(key: str, number: int) -> None:
         node = plan.nodes[key]

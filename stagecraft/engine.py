@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from . import platforms
+from . import platforms, retry
 from .buildlog import BuildLog
 from .capabilities import EngineFacts, parse_buildx_inspect
 from .errors import BuildError, InputError
@@ -513,11 +512,10 @@ class Engine:
                     raise BuildError(f"cannot pull {pinned}: {str(event['error'])[:200]}")
         except docker.errors.DockerException as exc:
             raise BuildError(f"cannot pull {pinned}: {_short(exc)}") from None
-        for _ in range(10):
-            found = self.image_id(pinned) or self.image_id(digest)
-            if found:
-                return found
-            time.sleep(0.5)
+        found = retry.poll(lambda: self.image_id(pinned) or self.image_id(digest),
+                           tries=10, interval_s=0.5)
+        if found:
+            return found
         raise BuildError(f"pulled {pinned}, but the engine does not list it")
 
     def registry_digest(self, ref: str) -> str | None:

@@ -1,5 +1,6 @@
 """Verify a pushed OCI image index by digest, with skopeo (Debian's ``skopeo``: the
-registry client of containers/image) rather than growing our own registry client.
+registry client of containers/image, run by ``registry``, stagecraft's one path to
+registries) rather than growing our own registry client.
 
 ``verify_index(ref, digest, platforms)`` fetches the index *by digest*, checks that its
 bytes hash to that digest, that it holds exactly the expected platforms (attestation
@@ -15,10 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
-import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from .registry import Registry, RegistryError, run_skopeo
 
 INDEX_TYPES = ("application/vnd.oci.image.index.v1+json",
                "application/vnd.docker.distribution.manifest.list.v2+json")
@@ -70,22 +71,21 @@ def parse_index(body: bytes) -> tuple[str, list[PlatformManifest]]:
 Runner = Callable[[list[str]], bytes]
 
 
-def skopeo_runner(tls_verify: bool = True, authfile: str | None = None) -> Runner:
-    """A function running ``skopeo inspect ARGS`` and returning its stdout; raises
-    ``IndexMismatch`` with skopeo's own message when it fails, or when skopeo is missing."""
-    exe = shutil.which("skopeo")
+def skopeo_runner(client: Registry | None = None, tls_verify: bool = True) -> Runner:
+    """A function running ``skopeo inspect ARGS`` (``registry.run_skopeo``) and returning
+    its stdout: through ``client`` (its TLS setting and credentials) when given, else
+    with ``tls_verify`` and the credentials skopeo finds itself. Raises
+    ``IndexMismatch`` with skopeo's own message when it fails or is missing."""
 
     def run(args: list[str]) -> bytes:
-        if exe is None:
-            raise IndexMismatch("skopeo is not installed (apt-get install skopeo)")
-        argv = [exe, "inspect", f"--tls-verify={'true' if tls_verify else 'false'}"]
-        if authfile:
-            argv.append(f"--authfile={authfile}")
-        proc = subprocess.run([*argv, *args], capture_output=True, timeout=120)
-        if proc.returncode != 0:
-            text = proc.stderr.decode(errors="replace").strip().splitlines()
-            raise IndexMismatch(f"skopeo inspect {args[-1]}: {text[-1] if text else proc.returncode}")
-        return proc.stdout
+        try:
+            if client is not None:
+                return client.inspect(args)
+            return run_skopeo(["inspect", *args], tls_verify)
+        except RegistryError as exc:
+            if "not installed" in exc.detail:
+                raise IndexMismatch(exc.detail) from None
+            raise IndexMismatch(f"skopeo inspect {args[-1]}: {exc.detail}") from None
 
     return run
 

@@ -14,24 +14,24 @@ where ``<name>`` is the last component of the repository (``remote_repository``)
 2. **Canonical tags.** Each image is tagged ``<registry>/<repository>:<tag>`` in the
    engine and pushed by the daemon (``POST /images/{name}/push``). The daemon's stream
    ends with ``aux: {"Tag", "Digest", "Size"}``: the digest of the manifest it uploaded.
-3. **Verification.** The registry's own manifest is fetched over the Docker Registry
-   HTTP API v2 (``GET /v2/<name>/manifests/<tag>``, https://distribution.github.io/
-   distribution/spec/api/): its ``Docker-Content-Digest`` header, the SHA-256 of the
-   bytes served, the digest the daemon reported and the image's local ``RepoDigests``
-   entry must all be equal.
+3. **Verification.** The registry's own manifest is fetched by tag with skopeo
+   (``skopeo inspect --raw``, ``registry.Registry``): the SHA-256 of the bytes served,
+   the digest the daemon reported and the image's local ``RepoDigests`` entry must all
+   be equal.
 4. **Aliases.** Only once every canonical tag an alias points to is pushed *and*
    verified is the alias pushed (a manifest upload: its layers are already there) and
    verified the same way. A failed canonical tag leaves its aliases where they were.
 
 Transient failures (HTTP 5xx, connection reset or refused, timeouts, EOF) are retried
-with exponential backoff (``RetryPolicy``); authentication and authorization failures are
-not (retrying a wrong password only locks accounts) and stop the run at once.
+with exponential backoff (``RetryPolicy``, ``retry``); authentication and authorization
+failures are not (retrying a wrong password only locks accounts) and stop the run at once.
 
 Credentials come from the standard Docker client configuration (``$DOCKER_CONFIG`` or
 ``~/.docker/config.json``: ``auths``, ``credsStore``, ``credHelpers``) through the Docker
-SDK (``docker.auth``), both for the daemon's push and for the verification requests. They
-are never printed, logged or written to the run manifest: error messages carry the
-registry's error text, never a request header.
+SDK (``docker.auth``), both for the daemon's push and for the verification (handed to
+skopeo in a temporary auth file, see ``registry``). They are never printed, logged or
+written to the run manifest: error messages carry the registry's error text, never a
+credential.
 
 Every run writes a manifest, ``<state>/runs/<UTC timestamp>.json`` (also the ``--json``
 output): per tag the registry reference, digest, aliases, compressed size in the registry
@@ -47,13 +47,11 @@ The image keeps its build-time labels (source revision, matrix group and selecti
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import ipaddress
 import json
 import re
 import time
-import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -62,269 +60,42 @@ from typing import Any, Protocol
 
 import requests
 
-from .errors import BuildError, InputError, Problem
+from . import retry
+from .errors import InputError, Problem
 from .expand import ImageSpec
 from .indexcheck import INDEX_TYPES, IndexMismatch, skopeo_runner, verify_index
+from .registry import Registry, RegistryError, api_repository, classify, loopback
+from .retry import RetryPolicy
 from .testing import load_record, record_path
 
-# Media types a registry may hold for an image; the v2 schema 2 manifest first, as the
-# daemon (Docker 20.10) pushes it. https://distribution.github.io/distribution/spec/manifest-v2-2/
-MANIFEST_TYPES = (
-    "application/vnd.docker.distribution.manifest.v2+json",
-    "application/vnd.oci.image.manifest.v1+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json",
-    "application/vnd.oci.image.index.v1+json",
-)
-DOCKER_HUB = ("docker.io", "index.docker.io", "registry-1.docker.io")
-
-_AUTH_RE = re.compile(r"unauthori[sz]ed|authentication required|denied|forbidden|"
-                      r"no basic auth credentials|incorrect username or password|"
-                      r"\b401\b|\b403\b", re.IGNORECASE)
-_TRANSIENT_RE = re.compile(r"\b5\d\d\b|connection reset|connection refused|broken pipe|"
-                           r"timeout|timed out|unexpected eof|\beof\b|"
-                           r"temporarily unavailable|too many requests|\b429\b|"
-                           r"service unavailable|bad gateway|no route to host", re.IGNORECASE)
-
-
-class PublishError(BuildError):
-    """A push or a verification failed for good (exit status 1). ``kind`` is ``auth``,
-    ``transient`` (retries exhausted), ``digest`` (registry disagrees) or ``fatal``."""
-
-    def __init__(self, message: str, kind: str = "fatal"):
-        super().__init__(message)
-        self.kind = kind
-
-
-def classify(message: str) -> str:
-    """``auth``, ``transient`` or ``fatal`` for an error text of the daemon or registry.
-
-    Authentication wins over transience: ``401 ... timeout`` is not retried.
-    """
-    if _AUTH_RE.search(message):
-        return "auth"
-    if _TRANSIENT_RE.search(message):
-        return "transient"
-    return "fatal"
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """``attempts`` in all (1 = no retry); delay before retry n (1-based) is
-    ``min(base_s * factor ** (n - 1), max_s)`` seconds."""
-
-    attempts: int = 4
-    base_s: float = 1.0
-    factor: float = 2.0
-    max_s: float = 30.0
-
-    def delays(self) -> list[float]:
-        """Seconds slept before each retry, in order (``attempts - 1`` of them)."""
-        return [min(self.base_s * self.factor ** i, self.max_s) for i in range(self.attempts - 1)]
+# One class for every push or verification failure, whichever client met it (the
+# daemon's push here, skopeo in ``registry``): ``kind`` is auth, transient, digest, fatal.
+PublishError = RegistryError
+DEFAULT_POLICY = RetryPolicy()  # 4 attempts, 1 s, 2 s, 4 s apart (--retries 3)
 
 
 def with_retries(fn: Callable[[], Any], policy: RetryPolicy, what: str,
                  say: Callable[[str], None], sleep: Callable[[float], None] = time.sleep
                  ) -> tuple[Any, int]:
-    """Call ``fn`` until it returns; returns ``(result, attempts used)``.
+    """Call ``fn`` until it returns; returns ``(result, attempts used)`` (``retry.call``).
 
     ``fn`` raises ``PublishError``: kind ``transient`` is retried after the policy's
-    delays; any other kind, or a transient one after the last attempt, is raised.
+    delays, each retry said as ``  WHAT: ERROR; retrying in N s (n/attempts)``; any other
+    kind is raised at once; a transient one after the last attempt is raised with
+    ``(gave up after N attempts)`` added when there were retries.
     """
-    delays = policy.delays()
-    for attempt in range(1, policy.attempts + 1):
-        try:
-            return fn(), attempt
-        except PublishError as exc:
-            if exc.kind != "transient" or attempt == policy.attempts:
-                if exc.kind == "transient" and policy.attempts > 1:
-                    raise PublishError(f"{exc} (gave up after {attempt} attempts)",
-                                       "transient") from None
-                raise
-            delay = delays[attempt - 1]
-            say(f"  {what}: {exc}; retrying in {delay:.0f} s ({attempt}/{policy.attempts})")
-            sleep(delay)
-    raise AssertionError("unreachable")
+    def said(exc: BaseException, attempt: int, delay: float) -> None:
+        say(f"  {what}: {exc}; retrying in {delay:.0f} s ({attempt}/{policy.attempts})")
 
-
-# ---------------------------------------------------------------------------------------
-# The registry over HTTP (API v2), for verification.
-
-def loopback(host: str) -> bool:
-    """True when registry ``host`` (``HOST[:PORT]``, ``[::1]:5000``) is this machine:
-    ``localhost`` or a loopback address (127.0.0.0/8, ::1). Such a registry is spoken to
-    over plain HTTP, as Docker does for it without an ``insecure-registries`` entry."""
-    name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-    if name == "localhost":
-        return True
     try:
-        return ipaddress.ip_address(name.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def api_host(registry: str) -> str:
-    """Host[:port] serving the v2 API for ``registry`` (Docker Hub's is registry-1)."""
-    return "registry-1.docker.io" if registry in DOCKER_HUB else registry
-
-
-def api_repository(registry: str, repository: str) -> str:
-    """Repository name as the registry knows it (Docker Hub prefixes ``library/``)."""
-    if registry in DOCKER_HUB and "/" not in repository:
-        return f"library/{repository}"
-    return repository
-
-
-class RegistryClient:
-    """Read-only client of one registry's HTTP API v2.
-
-    ``credentials`` is the Docker SDK's resolved auth entry (``username``/``password``
-    or ``IdentityToken``) or None. ``insecure`` allows plain HTTP after HTTPS fails, as
-    the daemon does for registries in its insecure list (127.0.0.0/8 by default).
-    Handles both challenges of ``WWW-Authenticate``: ``Basic`` (htpasswd) and ``Bearer``
-    (token servers, https://distribution.github.io/distribution/spec/auth/token/).
-    Methods raise ``PublishError`` (kind ``auth``, ``transient`` or ``fatal``); no
-    message contains a credential.
-    """
-
-    def __init__(self, registry: str, credentials: dict[str, Any] | None = None,
-                 insecure: bool = False, timeout_s: float = 30.0,
-                 session: requests.Session | None = None):
-        self.registry = registry
-        self.host = api_host(registry)
-        self._creds = credentials or {}
-        self.insecure = insecure
-        self.timeout_s = timeout_s
-        self._session = session or requests.Session()
-        self._scheme: str | None = None
-        self._auth_header: dict[str, str] = {}
-
-    def __repr__(self) -> str:  # never the credentials
-        return f"RegistryClient({self.registry!r}, insecure={self.insecure})"
-
-    def _basic(self) -> str | None:
-        user, password = self._creds.get("username"), self._creds.get("password")
-        if not user or password is None:
-            return None
-        return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
-
-    def _schemes(self) -> list[str]:
-        if self._scheme:
-            return [self._scheme]
-        return ["https", "http"] if self.insecure else ["https"]
-
-    def _send(self, method: str, url: str, headers: dict[str, str]) -> requests.Response:
-        try:
-            return self._session.request(method, url, headers=headers, timeout=self.timeout_s,
-                                         allow_redirects=True)
-        except requests.exceptions.SSLError as exc:
-            raise PublishError(f"TLS to {self.host} failed ({type(exc).__name__})", "tls") from None
-        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
-            reason = "timeout" if isinstance(exc, requests.exceptions.Timeout) else "connection refused or reset"
-            raise PublishError(f"{self.host}: {reason}", "transient") from None
-
-    def _token(self, challenge: str, scope_hint: str) -> str:
-        params = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
-        realm = params.pop("realm", "")
-        if not realm:
-            raise PublishError(f"{self.host}: Bearer challenge without realm", "fatal")
-        params.setdefault("scope", scope_hint)
-        headers = {}
-        basic = self._basic()
-        if basic:
-            headers["Authorization"] = basic
-        token = self._creds.get("IdentityToken") or self._creds.get("identitytoken")
-        if token:  # an OAuth refresh token from `docker login` with an identity provider
-            resp = self._session.post(realm, data={"grant_type": "refresh_token",
-                                                   "refresh_token": token, **params},
-                                      timeout=self.timeout_s)
-        else:
-            resp = self._session.get(realm, params=params, headers=headers,
-                                     timeout=self.timeout_s)
-        if resp.status_code in (401, 403):
-            raise PublishError(f"{self.host}: token server refused the credentials "
-                               f"(HTTP {resp.status_code})", "auth")
-        if resp.status_code >= 500:
-            raise PublishError(f"{self.host}: token server HTTP {resp.status_code}", "transient")
-        if resp.status_code != 200:
-            raise PublishError(f"{self.host}: token server HTTP {resp.status_code}", "fatal")
-        body = resp.json()
-        value = body.get("token") or body.get("access_token")
-        if not value:
-            raise PublishError(f"{self.host}: token server gave no token", "fatal")
-        return f"Bearer {value}"
-
-    def request(self, method: str, path: str, scope: str,
-                headers: dict[str, str] | None = None) -> requests.Response:
-        """One request to ``/v2/...``, answering one auth challenge. Raises
-        ``PublishError`` for 401/403 (auth), 5xx/429 and network errors (transient)."""
-        last: PublishError | None = None
-        for scheme in self._schemes():
-            url = f"{scheme}://{self.host}{path}"
-            try:
-                resp = self._send(method, url, {**(headers or {}), **self._auth_header})
-            except PublishError as exc:
-                if exc.kind == "tls" and scheme == "https" and self.insecure:
-                    last = exc
-                    continue
-                if exc.kind == "tls":
-                    raise PublishError(str(exc), "fatal") from None
-                raise
-            self._scheme = scheme
-            if resp.status_code == 401 and not self._auth_header:
-                challenge = resp.headers.get("WWW-Authenticate", "")
-                if challenge.lower().startswith("bearer"):
-                    self._auth_header = {"Authorization": self._token(challenge, scope)}
-                elif challenge.lower().startswith("basic") and self._basic():
-                    self._auth_header = {"Authorization": self._basic() or ""}
-                else:
-                    raise PublishError(f"{self.host}: authentication required and no "
-                                       f"credentials for it in the Docker config", "auth")
-                resp = self._send(method, url, {**(headers or {}), **self._auth_header})
-            if resp.status_code in (401, 403):
-                raise PublishError(f"{self.host}: {_registry_error(resp)} (HTTP "
-                                   f"{resp.status_code})", "auth")
-            if resp.status_code >= 500 or resp.status_code == 429:
-                raise PublishError(f"{self.host}: HTTP {resp.status_code}", "transient")
-            return resp
-        raise last or PublishError(f"{self.host}: unreachable", "transient")
-
-    def manifest(self, repository: str, reference: str) -> tuple[str, bytes, str]:
-        """``(digest, body, media type)`` of ``repository:reference``; the digest is the
-        SHA-256 of the bytes served, checked against ``Docker-Content-Digest``.
-        Raises ``PublishError`` (kind ``fatal`` for 404 or a digest disagreement)."""
-        name = api_repository(self.registry, repository)
-        resp = self.request("GET", f"/v2/{name}/manifests/{urllib.parse.quote(reference)}",
-                            f"repository:{name}:pull", {"Accept": ", ".join(MANIFEST_TYPES)})
-        if resp.status_code == 404:
-            raise PublishError(f"{self.registry}/{repository}:{reference} is not in the "
-                               f"registry ({_registry_error(resp)})", "fatal")
-        if resp.status_code != 200:
-            raise PublishError(f"{self.registry}/{repository}:{reference}: HTTP "
-                               f"{resp.status_code}", "fatal")
-        body = resp.content
-        digest = "sha256:" + hashlib.sha256(body).hexdigest()
-        header = resp.headers.get("Docker-Content-Digest")
-        if header and header != digest:
-            raise PublishError(f"{self.registry}/{repository}:{reference}: the registry says "
-                               f"{header} but serves bytes of {digest}", "digest")
-        return digest, body, resp.headers.get("Content-Type", "")
-
-    def tags(self, repository: str) -> list[str]:
-        """Tags of ``repository`` (``GET /v2/<name>/tags/list``); [] when it is unknown."""
-        name = api_repository(self.registry, repository)
-        resp = self.request("GET", f"/v2/{name}/tags/list", f"repository:{name}:pull")
-        if resp.status_code == 404:
-            return []
-        return list(resp.json().get("tags") or [])
-
-
-def _registry_error(resp: requests.Response) -> str:
-    try:
-        errors = resp.json().get("errors") or []
-        return "; ".join(f"{e.get('code', '')}: {e.get('message', '')}".strip(": ")
-                         for e in errors) or f"HTTP {resp.status_code}"
-    except ValueError:
-        return f"HTTP {resp.status_code}"
+        return retry.call(fn, policy,
+                          lambda e: isinstance(e, PublishError) and e.kind == "transient",
+                          said, sleep)
+    except PublishError as exc:
+        if exc.kind == "transient" and policy.attempts > 1:
+            raise PublishError(f"{exc} (gave up after {policy.attempts} attempts)",
+                               "transient", exc.detail) from None
+        raise
 
 
 def manifest_size(body: bytes) -> int:
@@ -603,7 +374,7 @@ def _push_once(daemon: Daemon, remote: str, name: str, progress: Callable[[str],
     return digest, pushed, existed
 
 
-def push_name(daemon: Daemon, registry_client: RegistryClient, image_id: str, remote: str,
+def push_name(daemon: Daemon, registry_client: Registry, image_id: str, remote: str,
               repository: str, name: str, policy: RetryPolicy, say: Callable[[str], None],
               sleep: Callable[[float], None] = time.sleep) -> NamePush:
     """Tag ``image_id`` as ``remote:name``, push it and verify the registry's digest.
@@ -646,8 +417,8 @@ def run_id(now: datetime | None = None) -> str:
 
 
 def publish(daemon: Daemon, candidates: list[Candidate], registry: str, repository: str,
-            state_dir: Path, say: Callable[[str], None], policy: RetryPolicy = RetryPolicy(),
-            registry_client: RegistryClient | None = None,
+            state_dir: Path, say: Callable[[str], None], policy: RetryPolicy = DEFAULT_POLICY,
+            registry_client: Registry | None = None,
             sleep: Callable[[float], None] = time.sleep) -> RunManifest:
     """Push every candidate's tag, verify it, then push and verify the aliases.
 
@@ -660,8 +431,8 @@ def publish(daemon: Daemon, candidates: list[Candidate], registry: str, reposito
     run = RunManifest(run=run_id(started), registry=registry, repository=repository,
                       started=started.strftime("%Y-%m-%dT%H:%M:%SZ"))
     remote = f"{registry}/{repository}"
-    client = registry_client or RegistryClient(registry, daemon.credentials(registry),
-                                               daemon.insecure(registry))
+    client = registry_client or Registry(registry, daemon.credentials(registry) or {},
+                                         daemon.insecure(registry))
     images: list[ImagePush] = []
     stop = ""
     for c in candidates:
@@ -705,7 +476,7 @@ def publish(daemon: Daemon, candidates: list[Candidate], registry: str, reposito
             continue
         if c.spec.platforms and len(c.spec.platforms) > 1:
             try:
-                img.platforms = _verify_index(daemon, client, registry, repository, c, img, say)
+                img.platforms = _verify_index(client, registry, repository, c, img, say)
             except IndexMismatch as exc:
                 img.push.status, img.status = "failed", "failed"
                 img.push.error = f"{img.ref}: {exc}"
@@ -746,21 +517,17 @@ def publish(daemon: Daemon, candidates: list[Candidate], registry: str, reposito
     return run
 
 
-def _verify_index(daemon: Daemon, client: RegistryClient, registry: str, repository: str,
-                  c: Candidate, img: ImagePush, say: Callable[[str], None]) -> dict[str, str]:
+def _verify_index(client: Registry, registry: str, repository: str, c: Candidate,
+                  img: ImagePush, say: Callable[[str], None]) -> dict[str, str]:
     """A tag pushed as an OCI image index must hold exactly the platforms its group
     declares, each manifest verified by digest (skopeo, ``indexcheck``); returns platform
-    -> manifest digest ({} for a single-platform image). Raises ``IndexMismatch``."""
-    import os
-
+    -> manifest digest ({} for a single-platform image). Raises ``IndexMismatch``, and
+    ``PublishError`` when the pushed digest itself cannot be read."""
     _, _, media = client.manifest(repository, img.digest)
     if media.split(";")[0].strip() not in INDEX_TYPES:
         return {}  # built for one platform (--platform, or an engine without indexes)
-    config = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "config.json"
-    run = skopeo_runner(tls_verify=not daemon.insecure(registry),
-                        authfile=str(config) if config.is_file() else None)
-    found = verify_index(f"{registry}/{api_repository(registry, repository)}", img.digest,
-                         c.spec.platforms, run)
+    found = verify_index(f"{client.host}/{api_repository(registry, repository)}", img.digest,
+                         c.spec.platforms, skopeo_runner(client))
     say(f"  index {img.digest[:19]}: " + ", ".join(f"{p.platform} {p.digest[:19]}" for p in found)
         + " verified")
     return {p.platform: p.digest for p in found}

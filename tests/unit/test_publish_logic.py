@@ -1,14 +1,11 @@
 """Publishing without Docker: the test gate, retry and error classes, the order in which
-references move (aliases last), and the registry HTTP client against an in-process
-server that speaks the v2 API's auth challenges (Basic and Bearer)."""
+references move (aliases last). The registry client (skopeo) against real registries is
+tests/unit/test_registry.py."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -18,7 +15,6 @@ from stagecraft.expand import expand
 from stagecraft.matrix import load_matrix
 from stagecraft.publish import (
     PublishError,
-    RegistryClient,
     RetryPolicy,
     classify,
     gate,
@@ -321,113 +317,6 @@ def test_transient_push_error_retried_then_ok(six):
                   "example/fw", state, lambda s: None, RetryPolicy(attempts=4, base_s=2),
                   FakeRegistry(daemon), sleep=slept.append)
     assert run.ok and run.images[0].push.attempts == 3 and slept == [2, 4]
-
-
-# ---------------------------------------------------------------------------------------
-# The HTTP client against an in-process registry.
-
-MANIFEST = json.dumps({"schemaVersion": 2, "config": {"size": 7},
-                       "layers": [{"size": 11}]}).encode()
-DIGEST = "sha256:" + hashlib.sha256(MANIFEST).hexdigest()
-
-
-def _serve(mode: str, fail_first: int = 0):
-    """A registry answering /v2/r/manifests/t. mode: basic, bearer or open."""
-    state = {"failures": fail_first, "requests": []}
-
-    class H(BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
-
-        def _send(self, code, body=b"", headers=()):
-            self.send_response(code)
-            for k, v in headers:
-                self.send_header(k, v)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_GET(self):  # noqa: N802
-            state["requests"].append((self.path, self.headers.get("Authorization", "")))
-            if self.path.startswith("/token"):
-                ok = self.headers.get("Authorization") == "Basic " + base64.b64encode(
-                    f"u:{SECRET}".encode()).decode()
-                return self._send(200 if ok else 401, json.dumps({"token": "T0K"}).encode())
-            if state["failures"] > 0:
-                state["failures"] -= 1
-                return self._send(503)
-            auth = self.headers.get("Authorization", "")
-            good = {"basic": "Basic " + base64.b64encode(f"u:{SECRET}".encode()).decode(),
-                    "bearer": "Bearer T0K", "open": ""}[mode]
-            if auth != good:
-                challenge = ('Basic realm="r"' if mode == "basic" else
-                             f'Bearer realm="http://127.0.0.1:{port}/token",service="reg"')
-                err = json.dumps({"errors": [{"code": "UNAUTHORIZED",
-                                              "message": "authentication required"}]}).encode()
-                return self._send(401, err, [("WWW-Authenticate", challenge)])
-            if self.path == "/v2/r/manifests/t":
-                return self._send(200, MANIFEST, [("Docker-Content-Digest", DIGEST),
-                                                  ("Content-Type", "v2")])
-            return self._send(404, b'{"errors":[{"code":"MANIFEST_UNKNOWN","message":"unknown"}]}')
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    port = server.server_address[1]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"127.0.0.1:{port}", state
-
-
-@pytest.mark.parametrize("mode", ["basic", "bearer", "open"])
-def test_registry_client_auth_flows(mode):
-    server, host, state = _serve(mode)
-    try:
-        client = RegistryClient(host, {"username": "u", "password": SECRET}, insecure=True)
-        digest, body, _ = client.manifest("r", "t")
-        assert digest == DIGEST and manifest_size(body) == 18
-        assert SECRET not in repr(client)
-    finally:
-        server.shutdown()
-
-
-def test_registry_client_bad_credentials_is_auth_error_without_secret():
-    server, host, state = _serve("basic")
-    try:
-        client = RegistryClient(host, {"username": "u", "password": "nope-" + SECRET},
-                                insecure=True)
-        with pytest.raises(PublishError) as exc:
-            client.manifest("r", "t")
-        assert exc.value.kind == "auth" and SECRET not in str(exc.value)
-        assert "authentication required" in str(exc.value)
-    finally:
-        server.shutdown()
-
-
-def test_registry_client_5xx_is_transient_and_retry_recovers():
-    server, host, state = _serve("open", fail_first=2)
-    try:
-        client = RegistryClient(host, None, insecure=True)
-        (digest, _, _), attempts = with_retries(lambda: client.manifest("r", "t"),
-                                                RetryPolicy(attempts=4), "m", lambda s: None,
-                                                lambda s: None)
-        assert digest == DIGEST and attempts == 3
-    finally:
-        server.shutdown()
-
-
-def test_registry_client_missing_manifest_is_fatal():
-    server, host, _ = _serve("open")
-    try:
-        with pytest.raises(PublishError) as exc:
-            RegistryClient(host, None, insecure=True).manifest("r", "nope")
-        assert exc.value.kind == "fatal" and "not in the registry" in str(exc.value)
-    finally:
-        server.shutdown()
-
-
-def test_registry_client_refused_connection_is_transient():
-    client = RegistryClient("127.0.0.1:9", None, insecure=True, timeout_s=2)
-    with pytest.raises(PublishError) as exc:
-        client.manifest("r", "t")
-    assert exc.value.kind == "transient"
 
 
 class _Docker26Push:
