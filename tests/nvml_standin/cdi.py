@@ -19,10 +19,14 @@ by index) writes:
   ``createContainer`` hooks of ``nvidia-cdi-hook``, among them ``update-ldcache --folder
   <library dir>``, which runs ldconfig in the container so ``libnvidia-ml.so.1`` resolves.
 
-The stand-in differs in three ways, each an option here and said so in the spec:
-- ``node_host``: the host has no /dev/nvidiaN, so every node is a bind of one real
-  character device (``/dev/null``): CDI runtimes refuse a node that is no device, and
-  the probes only check that a node exists and may be opened.
+The stand-in differs in these ways, each an option here:
+- ``node_host``: the host has no /dev/nvidiaN, so every node stands for one real
+  character device (``/dev/null``, as ``hostPath``): CDI runtimes refuse a node that is
+  no device, and the probes only check that a node exists and may be opened. A rootful
+  runtime makes the node from its type and numbers; a rootless one cannot and binds the
+  host's node *at the container path* (runc: "error creating device nodes"), which the
+  stand-in lacks, so ``node_mounts`` gives each node as a bind mount of ``node_host``
+  instead: the bind a rootless runtime makes of a real node.
 - ``hooks=False`` (``nvidia-ctk cdi generate --disable-hook all``): no nvidia-cdi-hook on
   a test host, so the library is mounted a second time at its soname, as the ldcache hook
   would make it resolve.
@@ -53,6 +57,7 @@ CONTROL_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
 CONFIG_PATH = "/etc/stagecraft/nvml-standin.conf"  # nvml_standin.c's default config file
 HOOK = "/usr/bin/nvidia-cdi-hook"
 MOUNT_OPTIONS = ("ro", "nosuid", "nodev", "rbind", "rprivate")
+NODE_MOUNT_OPTIONS = ("rw", "nosuid", "bind")
 SCHEMA = Path(__file__).with_name("cdi.schema.json")
 _STANDIN_UUID = "GPU-5fa1c0de-0000-4000-8000-{:012d}"  # nvml_standin.c's gpus= UUIDs
 
@@ -91,6 +96,15 @@ def _node(path: str, node_host: str | None) -> dict[str, str]:
     return {"path": path} if node_host is None else {"path": path, "hostPath": node_host}
 
 
+def _nodes(paths: Sequence[str], node_host: str | None, node_mounts: bool) -> dict[str, Any]:
+    """The edits that give ``paths``: device nodes, or (``node_mounts``) bind mounts of
+    ``node_host``, the bind a rootless runtime makes of a real node."""
+    if node_mounts:
+        return {"mounts": [{"hostPath": node_host, "containerPath": p, "options": list(NODE_MOUNT_OPTIONS)}
+                           for p in paths]}
+    return {"deviceNodes": [_node(p, node_host) for p in paths]}
+
+
 def _mount(host: str, container: str) -> dict[str, Any]:
     return {"hostPath": host, "containerPath": container, "options": list(MOUNT_OPTIONS)}
 
@@ -100,7 +114,7 @@ def _hook(*args: str) -> dict[str, Any]:
             "env": ["NVIDIA_CTK_DEBUG=false"]}
 
 
-def _common(library: str, driver: str, *, node_host: str | None, hooks: bool,
+def _common(library: str, driver: str, *, node_host: str | None, node_mounts: bool, hooks: bool,
             config: str | None, library_dir: str) -> dict[str, Any]:
     versioned = f"{library_dir}/libnvidia-ml.so.{driver}"
     mounts = [_mount(library, versioned)]
@@ -108,29 +122,33 @@ def _common(library: str, driver: str, *, node_host: str | None, hooks: bool,
         mounts.append(_mount(library, f"{library_dir}/{SONAME}"))
     if config is not None:
         mounts.append(_mount(config, CONFIG_PATH))
-    edits: dict[str, Any] = {"env": ["NVIDIA_VISIBLE_DEVICES=void"],
-                             "deviceNodes": [_node(p, node_host) for p in CONTROL_NODES]}
+    nodes = _nodes(CONTROL_NODES, node_host, node_mounts)
+    edits: dict[str, Any] = {"env": ["NVIDIA_VISIBLE_DEVICES=void"], "deviceNodes": nodes.get("deviceNodes", [])}
     if hooks:
         edits["hooks"] = [_hook("update-ldcache", "--folder", library_dir),
                           _hook("disable-device-node-modification")]
-    edits["mounts"] = mounts
+    edits["mounts"] = nodes.get("mounts", []) + mounts
+    if not edits["deviceNodes"]:
+        del edits["deviceNodes"]
     return edits
 
 
 def spec(gpus: Sequence[Gpu], library: str, driver: str, *, names: str = "index",
-         node_host: str | None = None, hooks: bool = True, config: str | None = None,
-         library_dir: str = LIBRARY_DIR) -> dict[str, Any]:
+         node_host: str | None = None, node_mounts: bool = False, hooks: bool = True,
+         config: str | None = None, library_dir: str = LIBRARY_DIR) -> dict[str, Any]:
     """The CDI spec (a JSON-ready dict) giving ``gpus`` and the stand-in library.
 
     library: the host path of the stand-in libnvidia-ml.so.1; driver: the driver version
     its config reports (``550.54.15``), which names the mounted file as NVIDIA's generator
     names the real one. names: ``index`` or ``uuid`` (nvidia-ctk's device name strategies).
-    node_host, hooks, config: the stand-in's differences (module docstring). Raises
+    node_host, node_mounts, hooks, config: the stand-in's differences (module docstring). Raises
     CdiError for no GPU (nvidia-ctk fails the same way), an unknown name strategy, a GPU
     without a UUID under ``uuid``, a relative path, or a driver version that is no
     ``digits(.digits)*``."""
     if not gpus:
         raise CdiError("no GPU to give: the stand-in config has no gpu= or gpus= line")
+    if node_mounts and node_host is None:
+        raise CdiError("node mounts need a node host (a real character device: /dev/null)")
     if names not in ("index", "uuid"):
         raise CdiError(f"device name strategy {names!r}: expected index or uuid")
     if not re.fullmatch(r"\d+(\.\d+)*", driver):
@@ -144,12 +162,12 @@ def spec(gpus: Sequence[Gpu], library: str, driver: str, *, names: str = "index"
         if names == "uuid" and not g.uuid:
             raise CdiError(f"GPU {g.index} has no UUID to name it by")
         name = str(g.index) if names == "index" else g.uuid
-        devices.append({"name": name, "containerEdits": {
-            "deviceNodes": [_node(f"/dev/nvidia{g.index}", node_host)]}})
-    every = [n for d in devices for n in d["containerEdits"]["deviceNodes"]]
-    devices.append({"name": "all", "containerEdits": {"deviceNodes": every}})
-    common = _common(library, driver, node_host=node_host, hooks=hooks, config=config,
-                     library_dir=library_dir)
+        devices.append({"name": name, "containerEdits": _nodes([f"/dev/nvidia{g.index}"], node_host, node_mounts)})
+    key = "mounts" if node_mounts else "deviceNodes"
+    every = [n for d in devices for n in d["containerEdits"][key]]
+    devices.append({"name": "all", "containerEdits": {key: every}})
+    common = _common(library, driver, node_host=node_host, node_mounts=node_mounts, hooks=hooks,
+                     config=config, library_dir=library_dir)
     return {"cdiVersion": CDI_VERSION, "kind": KIND, "devices": devices, "containerEdits": common}
 
 
@@ -182,7 +200,10 @@ def apply(cdi: Mapping[str, Any], name: str, root: Path) -> dict[str, str]:
     for mount in edits["mounts"]:
         dest = root / mount["containerPath"].lstrip("/")
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(mount["hostPath"], dest)
+        if mount["containerPath"].startswith("/dev/"):
+            dest.touch()  # a node given as a bind mount: an empty file, as above
+        else:
+            shutil.copyfile(mount["hostPath"], dest)
     return dict(e.partition("=")[::2] for e in edits["env"])
 
 
@@ -213,6 +234,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--config", required=True, help="stand-in NVML config (tests/fixtures/nvml/*.conf)")
     ap.add_argument("--library", required=True, help="host path of the stand-in libnvidia-ml.so.1")
     ap.add_argument("--node-host", help="real character device every node binds (/dev/null)")
+    ap.add_argument("--node-mounts", action="store_true",
+                    help="give nodes as bind mounts of --node-host (rootless engines)")
     ap.add_argument("--hooks", action="store_true", help="nvidia-cdi-hook hooks, as NVIDIA writes them")
     ap.add_argument("--names", default="index", help="device names: index (default) or uuid")
     ap.add_argument("--mount-config", action="store_true", help=f"mount --config at {CONFIG_PATH}")
@@ -226,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise CdiError(f"--library {a.library}: no such file; build it with "
                            "`python tests/nvml_standin/standin.py build DIR`")
         cdi = spec(gpus_from_config(text, a.config), os.path.abspath(a.library), _driver(text),
-                   names=a.names, node_host=a.node_host, hooks=a.hooks,
+                   names=a.names, node_host=a.node_host, node_mounts=a.node_mounts, hooks=a.hooks,
                    config=os.path.abspath(a.config) if a.mount_config else None)
     except (OSError, CdiError) as exc:
         print(f"cdi.py: {exc}", file=sys.stderr)
