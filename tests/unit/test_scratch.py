@@ -1,52 +1,57 @@
-"""entrypoint/scratch.py: TMPDIR for the command when no temporary directory is writable
-(a read-only root without a tmpfs /tmp), in this process and through the entrypoint."""
+"""A run's scratch directory and its stage logs (issue 13, item 7), with real processes:
+a dead run's directory is removed by the next run, a live one is left alone, and a
+stage log held by one process is not truncated by another."""
+
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
-import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-
-from entrypoint.scratch import tmpdir_env
-
-GONE = ("/nonexistent/stagecraft-tmp", "/nonexistent/stagecraft-var-tmp")
+from stagecraft.scratch import claimed_log, run_scratch, start_time, sweep
 
 
-def test_tmpdir_beside_the_report_when_nothing_is_writable(tmp_path: Path) -> None:
-    report = tmp_path / "shm" / "stagecraft-1000" / "report.json"
-    report.parent.mkdir(parents=True)
-    got = tmpdir_env({}, str(report), cwd="/nonexistent", dirs=GONE)
-    assert got == {"TMPDIR": str(report.parent / "tmp")}
-    assert (report.parent / "tmp").is_dir() and (report.parent / "tmp").stat().st_mode & 0o777 == 0o700
+def test_a_dead_runs_directory_is_swept_a_live_one_kept(tmp_path):
+    proc = subprocess.Popen(["sleep", "60"])
+    dead = tmp_path / f"run-{proc.pid}-{start_time(proc.pid)}"
+    proc.kill()
+    proc.wait()
+    reused = tmp_path / f"run-{os.getpid()}-1"  # this pid, another start time: a dead run
+    live = tmp_path / f"run-{os.getpid()}-{start_time(os.getpid())}"
+    other = tmp_path / "run-notours"
+    for d in (dead, reused, live, other):
+        (d / "tmp1" / "context").mkdir(parents=True)
+    assert sorted(sweep(tmp_path)) == sorted([dead, reused])
+    assert live.is_dir() and other.is_dir() and not dead.exists() and not reused.exists()
 
 
-@pytest.mark.parametrize("case", ["tmp-writable", "cwd-writable", "tmpdir-set", "temp-set", "no-report"])
-def test_nothing_changes_when_a_temporary_directory_exists(tmp_path: Path, case: str) -> None:
-    report = tmp_path / "r" / "report.json"
-    report.parent.mkdir()
-    env = {"TMPDIR": "/x"} if case == "tmpdir-set" else {"TEMP": "/x"} if case == "temp-set" else {}
-    dirs = (*GONE, str(tmp_path)) if case == "tmp-writable" else GONE
-    cwd = str(tmp_path) if case == "cwd-writable" else "/nonexistent"
-    got = tmpdir_env(env, None if case == "no-report" else str(report), cwd=cwd, dirs=dirs)
-    assert got == {} and not (report.parent / "tmp").exists(), case
+def test_everything_temporary_lives_in_the_runs_directory(tmp_path):
+    before = tempfile.tempdir
+    with run_scratch(str(tmp_path)) as mine:
+        assert mine.parent == tmp_path / f"stagecraft-{os.getuid()}"
+        with tempfile.TemporaryDirectory(prefix="stagecraft-ctx-") as ctx:
+            assert Path(ctx).parent == mine
+        kept = Path(tempfile.mkdtemp())
+        assert kept.parent == mine
+    assert not mine.exists() and not kept.exists()
+    assert tempfile.tempdir == before
 
 
-def test_a_directory_that_cannot_be_made_gives_nothing(tmp_path: Path) -> None:
-    blocker = tmp_path / "file"
-    blocker.write_text("")
-    assert tmpdir_env({}, str(blocker / "report.json"), cwd="/nonexistent", dirs=GONE) == {}
-
-
-def test_the_entrypoint_leaves_tmpdir_alone_where_tmp_is_writable(tmp_path: Path) -> None:
-    """Through the real entrypoint on this machine (/tmp writable): no TMPDIR appears."""
-    env = {k: v for k, v in os.environ.items() if k not in ("TMPDIR", "TEMP", "TMP") and not k.startswith("STAGECRAFT_")}
-    env.update({"STAGECRAFT_QUIET": "1", "STAGECRAFT_REPORT": str(tmp_path / "report.json"),
-                "STAGECRAFT_PROBE_ROOT": str(tmp_path), "PATH": "/usr/bin:/bin"})
-    cp = subprocess.run([sys.executable, str(REPO / "entrypoint/stagecraft-entrypoint"), "sh", "-c",
-                         'echo "[${TMPDIR-unset}]"'], capture_output=True, text=True, env=env, timeout=60, check=False)
-    assert cp.returncode == 0 and cp.stdout.strip() == "[unset]", cp.stdout + cp.stderr
+def test_a_held_stage_log_is_not_taken_by_another_process(tmp_path):
+    log = tmp_path / "logs" / "label-0123456789ab.log"
+    script = ("import sys; from pathlib import Path; from stagecraft.scratch import claimed_log\n"
+              "with claimed_log(Path(sys.argv[1])) as p:\n"
+              "    p.write_text('second run\\n'); print(p)")
+    with claimed_log(log) as mine:
+        assert mine == log
+        mine.write_text("first run, still building\n")
+        proc = subprocess.run([sys.executable, "-c", script, str(log)], capture_output=True,
+                              text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
+        assert proc.returncode == 0, proc.stderr
+        theirs = Path(proc.stdout.strip())
+        assert theirs != log and theirs.name.startswith("label-0123456789ab.") and theirs.suffix == ".log"
+        assert log.read_text() == "first run, still building\n", "the other run truncated this log"
+    with claimed_log(log) as again:  # free once the first run let go
+        assert again == log
