@@ -235,6 +235,10 @@ def start(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     env.update(p["changes"])
     if path:
         env["STAGECRAFT_REPORT_PATH"] = path
+    # h26: a read-only root without a tmpfs /tmp gets TMPDIR beside the report (tmpdir.py)
+    from entrypoint.tmpdir import tmpdir_env
+
+    env.update(tmpdir_env(env, path))
     if not quiet:
         _say(report["line"])
         for w in choice.warnings:

@@ -12,9 +12,16 @@ https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#cuda-environmen
   is FASTEST_FIRST unless CUDA_DEVICE_ORDER=PCI_BUS_ID. Matching by UUID is exact;
   an index is read as an NVML (PCI bus order) index, and a note says so.
 NVIDIA Container Toolkit (https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/
-latest/docker-specialized.html): NVIDIA_VISIBLE_DEVICES ``void`` (or empty) and ``none``
-mean the runtime passed no GPU; ``all`` or a list of indices / UUIDs selects host GPUs.
-Inside the container host indices no longer match NVML's, so only UUIDs filter here.
+latest/docker-specialized.html): NVIDIA_VISIBLE_DEVICES is read by the NVIDIA runtime hook,
+never by CUDA. ``none``: the hook gives the driver but no GPU, so none is taken to be
+there. ``void``, empty or unset: the hook does nothing, "the same behavior as runc"; GPUs
+may still come another way, and they do under CDI (``podman run --device
+nvidia.com/gpu=all``, Docker 25+): ``nvidia-ctk cdi generate`` writes
+``NVIDIA_VISIBLE_DEVICES=void`` into every spec so the legacy hook stays out
+(nvidia-container-toolkit, cmd/nvidia-ctk/cdi/generate/generate_test.go). So ``void`` and
+empty hide nothing: the device nodes and NVML decide, as they do for CUDA. ``all`` or a
+list of indices / UUIDs selects host GPUs; inside the container host indices no longer
+match NVML's, so only UUIDs filter here.
 """
 from __future__ import annotations
 
@@ -27,9 +34,11 @@ from probes.types import Device
 
 
 def hidden_reason(env: Mapping[str, str]) -> str | None:
-    """A reason when the environment hides every GPU before any probing; else None."""
+    """A reason when the environment hides every GPU before any probing; else None.
+    NVIDIA_VISIBLE_DEVICES=none hides them; ``void`` and empty do not (module docstring:
+    CDI sets ``void`` and gives the GPUs itself)."""
     nvd = env.get("NVIDIA_VISIBLE_DEVICES")
-    if nvd is not None and nvd.strip().lower() in ("", "void", "none"):
+    if nvd is not None and nvd.strip().lower() == "none":
         return f"NVIDIA_VISIBLE_DEVICES={shown(nvd.strip())}: the container runtime passed no GPU"
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is not None:

@@ -72,7 +72,9 @@ def test_cuda_visible_devices_forms(cvd: str | None, want: list[int]) -> None:
     assert [d.index for d in got] == want
 
 
-@pytest.mark.parametrize("nvd,want", [("all", [0, 1]), ("void", []), ("none", []), ("", []),
+# void and empty: the NVIDIA hook did nothing, GPUs given another way (CDI) still count.
+@pytest.mark.parametrize("nvd,want", [("all", [0, 1]), ("void", [0, 1]), ("none", []), ("", [0, 1]),
+                                      (" VOID ", [0, 1]), ("None", []),
                                       ("GPU-bbbb2222-0000", [1]), ("0,1", [0, 1])])
 def test_nvidia_visible_devices_forms(nvd: str, want: list[int]) -> None:
     got, _ = visible(_devs(), {"NVIDIA_VISIBLE_DEVICES": nvd})

@@ -25,7 +25,7 @@ from stagecraft.expand import expand
 from stagecraft.matrix import load_matrix
 from stagecraft.render import image_manifest
 from tests.fixtures.compose import IMAGES, compose
-from tests.nvml_standin import standin
+from tests.nvml_standin import cdi, standin
 from tests.nvml_standin.standin import gpu
 
 GPU_SETS = json.loads((IMAGES / "gpu-cuda11.8.json").read_text())["kernel_sets"]
@@ -132,8 +132,11 @@ SCENARIOS = [
        nvml={"gpus": [H200]}, env={"CUDA_VISIBLE_DEVICES": "GPU-deadbeef"}),
     Sc("mixed-a100-k40-unfiltered", "linux-rhel7-haswell", NODES, GPU_SETS, "cpu-avx2",
        "to use the others, set CUDA_VISIBLE_DEVICES=" + U_A100, nvml={"gpus": [A100, K40]}),
-    Sc("nvidia-visible-devices-void", "linux-rhel7-haswell", NODES, GPU_SETS, "cpu-avx2",
-       "NVIDIA_VISIBLE_DEVICES='void'", nvml={"gpus": [H200]}, env={"NVIDIA_VISIBLE_DEVICES": "void"}),
+    # void: what a CDI spec sets (probes/nvidia_visible.py); the nodes and NVML are there.
+    Sc("nvidia-visible-devices-void", "linux-rhel7-haswell", NODES, GPU_SETS, "cuda11.8-sm",
+       nvml={"gpus": [H200]}, env={"NVIDIA_VISIBLE_DEVICES": "void"}),
+    Sc("nvidia-visible-devices-none", "linux-rhel7-haswell", NODES, GPU_SETS, "cpu-avx2",
+       "NVIDIA_VISIBLE_DEVICES='none'", nvml={"gpus": [H200]}, env={"NVIDIA_VISIBLE_DEVICES": "none"}),
     Sc("nvidia-visible-devices-uuid", "linux-rhel7-haswell", NODES, GPU_SETS, "cuda11.8-sm",
        nvml={"gpus": [K40, A100]}, env={"NVIDIA_VISIBLE_DEVICES": U_A100}),
     Sc("stand-in-without-nodes", "linux-rhel7-haswell", ["host-16cpu"], GPU_SETS, "cuda11.8-sm",
@@ -278,19 +281,42 @@ print(json.dumps({"name": c.name, "exit": c.exit_code, "message": c.message, "wa
 """
 
 
-def _run(sc: Sc, tmp_path: Path, lib: Path | None, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    root = compose(tmp_path / "root", sc.cpuinfo, sc.pieces)
+def _give_by_cdi(sc: Sc, root: Path, lib: Path, cfg: Path, spec_env: str) -> dict[str, str]:
+    """The GPUs of ``sc`` given as CDI gives them (tests/nvml_standin/cdi.py: the spec's
+    nodes and library mount applied to ``root``), in place of --device's node fixture.
+    A config whose NVML fails at init lists no GPU: the spec was written earlier, for the
+    GPUs the --device root has. Returns the spec's env, or {} for ``spec_env="unset"``
+    (a spec without env, as hand-written ones are)."""
+    text = cfg.read_text()
+    gpus = cdi.gpus_from_config(text) or [cdi.Gpu(0), cdi.Gpu(1)]
+    spec = cdi.spec(gpus, str(lib), sc.nvml.get("driver", "550.54.15") if sc.nvml else "550.54.15",
+                    hooks=False)
+    env = cdi.apply(spec, "all", root)
+    return env if spec_env == "void" else {}
+
+
+def _run(sc: Sc, tmp_path: Path, lib: Path | None, monkeypatch: pytest.MonkeyPatch,
+         spec_env: str | None = None) -> dict[str, Any]:
+    """Probe and choose for ``sc``; with ``spec_env`` (void, unset) the GPUs come by CDI."""
+    pieces = [p for p in sc.pieces if p != "nvidia-nodes"] if spec_env else sc.pieces
+    root = compose(tmp_path / "root", sc.cpuinfo, pieces)
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", **sc.env}
+    loader = ""
     if sc.nvml is not None:
         assert lib is not None
         cfg = standin.write_config(tmp_path / "nvml.conf", **sc.nvml)
         monkeypatch.setenv("STAGECRAFT_NVML_CONFIG", str(cfg))
-        env["LD_LIBRARY_PATH"] = str(lib.parent)
+        loader = str(lib.parent)
+        if spec_env:  # found in the root's loader dirs, where the spec mounts it
+            env.update(_give_by_cdi(sc, root, lib, cfg, spec_env))
+            loader = str(root / cdi.LIBRARY_DIR.lstrip("/"))
+        else:
+            env["LD_LIBRARY_PATH"] = loader
     if sc.subprocess:
         args = {"root": str(root), "sets": sc.sets, "env": env, "ov": sc.ov._asdict()}
         cp = subprocess.run([sys.executable, "-c", _CHILD, str(REPO), json.dumps(args)],
                             capture_output=True, text=True, timeout=30, check=False,
-                            env={**os.environ, "LD_LIBRARY_PATH": env.get("LD_LIBRARY_PATH", "")})
+                            env={**os.environ, "LD_LIBRARY_PATH": loader})
         assert cp.returncode == 0, cp.stderr
         return json.loads(cp.stdout)
     denied = {str(root) + p for p in sc.deny}
@@ -323,6 +349,36 @@ def test_scenario(sc: Sc, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reque
         assert got["cpus"] == sc.cpus, where
     if sc.count is not None:
         assert got["count"] == sc.count, where
+
+
+# The scenarios whose GPUs --device gives (the node fixture, the stand-in library), less
+# those that set NVIDIA_VISIBLE_DEVICES themselves (a runtime's variable, which CDI sets).
+CDI_SCENARIOS = [s for s in SCENARIOS if "nvidia-nodes" in s.pieces and s.nvml is not None
+                 and "NVIDIA_VISIBLE_DEVICES" not in s.env]
+
+
+@pytest.mark.parametrize("spec_env", ["void", "unset"])
+@pytest.mark.parametrize("sc", CDI_SCENARIOS, ids=[s.id for s in CDI_SCENARIOS])
+def test_same_choice_under_cdi(sc: Sc, spec_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                               request: pytest.FixtureRequest) -> None:
+    """Each scenario run twice: GPUs given by --device, then by a CDI spec (nodes and
+    library from the spec, NVIDIA_VISIBLE_DEVICES=void or unset): the same choice."""
+    lib = request.getfixturevalue("standin_lib")
+    by_device = _run(sc, tmp_path / "device", lib, monkeypatch)
+    by_cdi = _run(sc, tmp_path / "cdi", lib, monkeypatch, spec_env)
+    where = f"[{sc.id}, CDI env {spec_env}] --device: {by_device}; CDI: {by_cdi}"
+    assert (by_cdi["name"], by_cdi["exit"]) == (by_device["name"], by_device["exit"]), where
+    want = ("", sc.expect) if isinstance(sc.expect, int) else (sc.expect, 0)
+    assert (by_cdi["name"], by_cdi["exit"]) == want, where
+    assert by_cdi.get("count") == by_device.get("count"), where
+
+
+def test_cdi_table_covers_the_gpu_scenarios() -> None:
+    """The GPU paths of the table are all compared: native, fallbacks, NVML errors, hang."""
+    ids = {s.id for s in CDI_SCENARIOS}
+    assert len(CDI_SCENARIOS) >= 25, sorted(ids)
+    assert {"h200-native", "nvml-no-permission-nodes-present", "nvml-hang-timeout",
+            "cvd-mig-uuid", "strict-gpu-ok", "b200-cuda12.8-image"} <= ids, sorted(ids)
 
 
 def test_table_is_large_enough() -> None:
