@@ -101,18 +101,19 @@ def lookup(tbl: Mapping[str, Any], cpu: str, cc: str, driver: str) -> dict[str, 
 
 def gpu_cell(kernel_sets: Sequence[Mapping[str, Any]], cc: str) -> tuple[str, str]:
     """(class, text) of a tag on a GPU of capability ``cc`` with the newest driver and an
-    x86-64-v3 CPU: ``native`` (SASS), ``ptx`` (JIT at start-up), ``unknown`` (the build
-    does not state its kernels), ``fallback`` (runs on the CPU), ``none``."""
+    x86-64-v3 CPU: ``native``/``SASS``, ``ptx``/``PTX`` (JIT at start-up),
+    ``unknown``/``?`` (the build does not state its kernels), ``fallback``/``CPU`` (the
+    image runs on the CPU there), ``none``/``–`` (a CPU image) or ``none``/``no``."""
     newest = hardware.driver_grid()[-1]
     c = choose(hardware.machine_probes("x86-64-v3", cc, newest), kernel_sets)
     if c.refused:
         return "none", "no"
     if c.device != "nvidia":
-        return ("fallback", "CPU only") if c.fallback or c.wanted_device == "nvidia" else ("none", "CPU image")
+        return ("fallback", "CPU") if c.fallback or c.wanted_device == "nvidia" else ("none", "–")
     if any(w.startswith("unknown whether") for w in c.warnings):
-        return "unknown", "unknown"
+        return "unknown", "?"
     if any(w.startswith("no native kernels") for w in c.warnings):
-        return "ptx", "PTX JIT"
+        return "ptx", "PTX"
     return "native", "SASS"
 
 

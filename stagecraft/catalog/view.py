@@ -137,5 +137,17 @@ def tag_view(spec: ImageSpec, facts: Mapping[str, Any] | None, pull_ref: str) ->
                                      for k in sets if k.get("device") == "cpu"],
             "packages": packages, "inventory_read": inv is not None,
             "gpu_cells": [answers.gpu_cell(sets, cc) for _, ccs in hardware.GENERATIONS for cc in ccs],
-            "cpu_cells": [answers.cpu_cell(sets, cpu) if hardware.CPUS[cpu][1] in declared
-                          else ("none", f"no {hardware.CPUS[cpu][1].split('/')[1]} image") for cpu in hardware.CPUS]}
+            "cpu_cells": cpu_cells(spec, images, declared)}
+
+
+def cpu_cells(spec: ImageSpec, images: Sequence[Mapping[str, Any]], declared: Sequence[str]) -> list[tuple[str, str]]:
+    """The overview's CPU cells of a tag (answers.cpu_cell), each with the kernel sets of
+    the image for that CPU's platform (a platform the tag is not made for: ``none``)."""
+    out = []
+    for cpu, (_label, platform, _arch, _flags) in hardware.CPUS.items():
+        if platform not in declared:
+            out.append(("none", f"no {platform.split('/')[1]} image"))
+            continue
+        image = next((i for i in images if i.get("platform") == platform), None)
+        out.append(answers.cpu_cell(kernel_sets_of(spec, image, platform)[0], cpu))
+    return out

@@ -77,8 +77,12 @@ def test_overview_reads_without_colour(made: Path) -> None:
         assert f">{gen}</th>" in html, gen
     row = html.split(f'href="tags/{GPU_TAG}.html"')[1].split("</tr>")[0]
     # Paddle 2.6 GPU: SASS 6.1-8.6, no PTX: native on Ampere, falls back on Hopper.
-    assert '<td class="c-native">SASS</td>' in row and '<td class="c-fallback">CPU only</td>' in row, row
+    assert '<td class="c-native">SASS</td>' in row and '<td class="c-fallback">CPU</td>' in row, row
     assert "not built" in html.split('href="tags/3.2.2-cpu.html"')[1].split("</th>")[0]
+    # Built for amd64 only here, made for arm64 too: its arm64 image's sets (the matrix's).
+    cpu = html.split('href="tags/2.6.2-cpu.html"')[1].split("</tr>")[0]
+    assert '<td class="c-native">cpu-armv8</td>' in cpu and '<td class="c-native">cpu-avx512</td>' in cpu, cpu
+    assert '<td class="c-none">no arm64 image</td>' in row, row
 
 
 def test_tag_page_shows_the_image_and_marks_a_tag_not_built(made: Path) -> None:
