@@ -88,6 +88,10 @@
     }
     out.appendChild(best);
     out.appendChild(el("p", "Why: " + s[row[1]], {id: "why"}));
+    if (driver) {
+      out.appendChild(el("p", "Driver " + $("driver").value.trim() + " answers as " + driver +
+                          ", the table's step at or below it: no answer changes between steps.", {id: "driver-step"}));
+    }
     if (row[2].length) {
       out.appendChild(el("h2", "The other tags"));
       var ul = el("ul", null, {id: "others"});
