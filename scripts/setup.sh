@@ -85,6 +85,11 @@ if [ "${STAGECRAFT_WITH_REGISTRY:-1}" = 1 ]; then
   # Pushed image indexes are verified by digest with skopeo (stagecraft/indexcheck.py).
   command -v skopeo >/dev/null 2>&1 || want_apt+=(skopeo)
 fi
+# The catalog's browser test (tests/integration/test_catalog_browser.py) drives Debian's
+# chromium through its chromedriver: Selenium is pointed at /usr/bin/chromedriver and
+# downloads nothing.
+[ -x /usr/bin/chromium ] || want_apt+=(chromium)
+[ -x /usr/bin/chromedriver ] || want_apt+=(chromium-driver)
 
 # Platforms other than the host's need qemu's user-mode emulators registered with
 # binfmt_misc (Debian's /usr/lib/binfmt.d/qemu-*.conf carry the F flag: the interpreter
