@@ -53,8 +53,9 @@ def environment() -> jinja2.Environment:
 
 
 def embedded_json(data: Any) -> str:
-    """JSON safe inside ``<script type="application/json">`` (no ``</`` can end it)."""
-    return json.dumps(data, sort_keys=True, separators=(",", ":")).replace("</", "<\\/")
+    """JSON safe inside ``<script type="application/json">``: every ``<`` written as
+    ``\\u003c``, so no text of the matrix can end the element or open a comment in it."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":")).replace("<", "\\u003c")
 
 
 def render(views: Sequence[Mapping[str, Any]], table: Mapping[str, Any], changes: Sequence[Mapping[str, Any]],
