@@ -6,7 +6,7 @@ Where each version is read (the wheels and Debian packages the templates install
 framework: the Python distribution the ``io.stagecraft.framework`` label names; CUDA:
 ``nvidia-cuda-runtime-cuNN`` (else Debian ``cuda-cudart-X-Y``); cuDNN: ``nvidia-cudnn-cuNN``
 (else Debian ``libcudnnN``); NCCL: ``nvidia-nccl-cuNN`` (else Debian ``libnccl2``);
-Python: Debian ``python3`` (the base installs the distribution's own Python).
+Python: Debian ``python3`` (else ``python3.X``; the base installs the distribution's own Python).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ SOURCES: dict[str, tuple[str, list[tuple[str, str]]]] = {
     "CUDA": ("io.stagecraft.cuda", [("python", r"nvidia-cuda-runtime-cu\d+"), ("debian", r"cuda-cudart-\d+-\d+")]),
     "cuDNN": ("io.stagecraft.cudnn", [("python", r"nvidia-cudnn-cu\d+"), ("debian", r"libcudnn\d+")]),
     "NCCL": ("io.stagecraft.nccl", [("python", r"nvidia-nccl-cu\d+"), ("debian", r"libnccl2")]),
-    "Python": ("io.stagecraft.python", [("debian", r"python3")]),
+    "Python": ("io.stagecraft.python", [("debian", r"python3"), ("debian", r"python3\.\d+")]),
 }
 
 
@@ -44,27 +44,30 @@ def agrees(stated: str, found: str) -> bool:
     return bool(s) and f[:len(s)] == s
 
 
-def installed(inventory: Mapping[str, Any] | None, manager: str, pattern: str) -> str | None:
-    """Version of the first package of ``manager`` (``python``/``debian``) whose name
-    matches ``pattern`` fully (case-insensitive); None when none is installed."""
+def installed(inventory: Mapping[str, Any] | None, manager: str, pattern: str) -> tuple[str, str] | None:
+    """(name, version) of the first package of ``manager`` (``python``/``debian``) whose
+    name matches ``pattern`` fully (case-insensitive); None when none is installed."""
     for pkg in (inventory or {}).get(manager, ()):
-        if re.fullmatch(pattern, normalise(str(pkg.get("name", ""))), re.I):
-            return str(pkg.get("version", ""))
+        name = str(pkg.get("name", ""))
+        if re.fullmatch(pattern, normalise(name), re.I):
+            return name, str(pkg.get("version", ""))
     return None
 
 
 def _found(component: str, inventory: Mapping[str, Any] | None, labels: Mapping[str, str],
            package: str) -> tuple[str | None, str]:
+    """(installed version, "package (pip|dpkg)") of a component; (None, "") when absent."""
     if component == "framework":
         name = labels.get("io.stagecraft.framework") or package
-        v = installed(inventory, "python", re.escape(normalise(name))) if name else None
-        return v, f"{name} (pip)"
+        hit = installed(inventory, "python", re.escape(normalise(name))) if name else None
+        return (hit[1], f"{hit[0]} (pip)") if hit else (None, "")
     for manager, pattern in SOURCES[component][1]:
-        v = installed(inventory, manager, pattern)
-        if v is not None:
-            if component == "Python" or component == "CUDA":
-                v = ".".join(str(x) for x in release(v)[:2 if component == "Python" else 3])
-            return v, f"{pattern.replace(chr(92) + 'd+', 'NN')} ({'pip' if manager == 'python' else 'dpkg'})"
+        hit = installed(inventory, manager, pattern)
+        if hit is not None:
+            v = hit[1]
+            if component == "Python":
+                v = ".".join(str(x) for x in release(v)[:2])
+            return v, f"{hit[0]} ({'pip' if manager == 'python' else 'dpkg'})"
     return None, ""
 
 

@@ -135,6 +135,7 @@ def test_version_rows_flag_labels_matrix_and_missing_packages() -> None:
                                                                           "CUDA": "12.8", "Python": "3.11"})}
     assert rows["framework"]["found"] == "2.10.0+cu128" and not rows["framework"]["flags"], rows["framework"]
     assert rows["Python"]["found"] == "3.11" and not rows["Python"]["flags"]
+    assert rows["cuDNN"]["source"] == "nvidia-cudnn-cu12 (pip)" and rows["Python"]["source"] == "python3 (dpkg)"
     assert rows["cuDNN"]["flags"][0] == "label io.stagecraft.cudnn=9.10.2 disagrees with the installed 9.1.0.70"
     assert rows["CUDA"]["found"] is None and rows["CUDA"]["flags"] == ["stated (12.8) but not installed"]
     # Not read (no inventory): nothing can be flagged.
