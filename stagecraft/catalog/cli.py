@@ -65,6 +65,19 @@ def _previous(value: str | None, tags: list[str]) -> dict[str, Any] | None:
     return read.load_facts(path, tags)
 
 
+def _with_registry(facts: dict[str, Any], source: str, registry: str, repository: str,
+                   tags: list[str]) -> tuple[dict[str, Any], str]:
+    """The facts with the registry's digests and compressed sizes (stagecraft.catalog.registry)."""
+    from ..publish import remote_repository
+    from .registry import merge, read_registry
+
+    host, path = remote_repository(registry, repository)
+    pushed, notes = read_registry(registry, repository, tags)
+    if notes:
+        print(f"note: {len(notes)} of {len(tags)} tags not read from {host}/{path}; first: {notes[0]}", file=sys.stderr)
+    return merge(facts, pushed, f"{host}/{path}"), f"{source} and the registry {host}/{path}"
+
+
 def run(args: argparse.Namespace, matrix: Any, specs: list[Any], all_specs: list[Any]) -> int:
     """Check the input, read the facts, write the site; print a summary (``--json``: as
     JSON) on stdout. Returns the exit status; raises InputError for bad input."""
@@ -91,6 +104,8 @@ def run(args: argparse.Namespace, matrix: Any, specs: list[Any], all_specs: list
     else:
         state = Path(args.state_dir) if args.state_dir else matrix.root / ".stagecraft"
         facts, source = read.read_engine({s.tag: f"{repository}:{s.tag}" for s in specs}, state)
+        if args.registry:
+            facts, source = _with_registry(facts, source, resolve_registry(args.registry, ""), repository, list(chosen))
     pages, facts_file = make.make(specs, facts, pull, source, previous, compares)
     site.write(out, pages, facts_file)
     summary = {"output": str(out), "tags": len(specs), "built": sorted(facts), "pages": len(pages),

@@ -6,7 +6,8 @@ engine's ``docker image inspect`` JSON: Id, RepoDigests, Size in bytes, Os, Arch
 Config.Labels, RootFS.Layers), ``history`` (``docker image history``: CreatedBy, Size in
 bytes), ``inventory`` (``stagecraft.sbom.inventory``'s shape: debian and python package
 lists), ``manifest`` (/etc/stagecraft/image.json, with the SASS and PTX the build
-measured), ``compressed_size`` (bytes in the registry, None when not pushed),
+measured), ``compressed_size`` (bytes in the registry, None when not read from one),
+``registry_digest`` (``HOST/PATH@sha256:...``, when read from a registry),
 ``test_record`` (the state dir's record), ``signature`` (``"signed"``/``"unsigned"``).
 """
 from __future__ import annotations
@@ -107,7 +108,7 @@ def platform_view(image: Mapping[str, Any]) -> dict[str, Any]:
                 "seconds": rec.get("seconds"), "suites": rec.get("suites") or []}
     return {"platform": image.get("platform", ""), "size": ins.get("Size"),
             "compressed": image.get("compressed_size"), "id": ins.get("Id", ""),
-            "digest": next(iter(ins.get("RepoDigests") or []), ""),
+            "digest": image.get("registry_digest") or next(iter(ins.get("RepoDigests") or []), ""),
             "layers": _layers(image.get("history") or []), "test": test,
             "signature": image.get("signature") or "unknown"}
 
