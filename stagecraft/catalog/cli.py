@@ -19,9 +19,10 @@ def options(p: argparse.ArgumentParser) -> None:
     --state-dir and --json)."""
     p.add_argument("-o", "--output", metavar="DIR", required=True,
                    help="directory to write the site to (made, or an earlier catalog replaced)")
-    p.add_argument("--facts", metavar="FILE",
+    p.add_argument("--facts", metavar="FILE", action="append", default=[],
                    help="read the images' facts from this file (a catalog's facts.json) instead of "
-                        "the Docker engine")
+                        "the Docker engine; repeatable: the images of one tag in several files "
+                        "(one per platform, as CI's jobs write them) are put together")
     p.add_argument("--previous", metavar="DIR",
                    help="an earlier catalog: its builds are compared with these on the changes page")
     p.add_argument("--compare", metavar="OLD:NEW", action="append", default=[],
@@ -99,13 +100,14 @@ def run(args: argparse.Namespace, matrix: Any, specs: list[Any], all_specs: list
     else:
         pull = {s.tag: f"{repository}:{s.tag}" for s in specs}
     if args.facts:
-        facts = read.load_facts(Path(args.facts), list(chosen))
-        source = f"the facts in {Path(args.facts).name}"
+        facts = read.merge_facts([read.load_facts(Path(f), list(chosen)) for f in args.facts])
+        source = "the facts in " + ", ".join(Path(f).name for f in args.facts[:3]) + (
+            f" and {len(args.facts) - 3} more files" if len(args.facts) > 3 else "")
     else:
         state = Path(args.state_dir) if args.state_dir else matrix.root / ".stagecraft"
         facts, source = read.read_engine({s.tag: f"{repository}:{s.tag}" for s in specs}, state)
-        if args.registry:
-            facts, source = _with_registry(facts, source, resolve_registry(args.registry, ""), repository, list(chosen))
+    if args.registry:
+        facts, source = _with_registry(facts, source, resolve_registry(args.registry, ""), repository, list(chosen))
     pages, facts_file = make.make(specs, facts, pull, source, previous, compares)
     site.write(out, pages, facts_file)
     summary = {"output": str(out), "tags": len(specs), "built": sorted(facts), "pages": len(pages),

@@ -65,7 +65,7 @@ def make(specs: Sequence[ImageSpec], facts: Mapping[str, Any], pull_refs: Mappin
     pull."""
     views = [view.tag_view(s, facts.get(s.tag), pull_refs[s.tag]) for s in specs]
     by_platform = images_by_platform(specs, facts)
-    built = {s.tag: s.tag in facts for s in specs}
+    built = {s.tag: bool((facts.get(s.tag) or {}).get("images")) for s in specs}
     table = answers.table(by_platform, built)
     pages = site.render(views, table, changes(specs, facts, previous, compares), notes(by_platform), source)
     return pages, {"schema": read.FACTS_SCHEMA, "tags": dict(facts)}

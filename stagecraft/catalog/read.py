@@ -99,8 +99,8 @@ def read_engine(refs: dict[str, str], state_dir: Path) -> tuple[dict[str, Any], 
 
 
 def load_facts(path: Path, tags: Sequence[str]) -> dict[str, Any]:
-    """The ``tags`` facts of a facts file (``{"schema": 1, "tags": {tag: facts}}``).
-    Raises InputError when it is not one."""
+    """The ``tags`` facts of a facts file (``{"schema": 1, "tags": {tag: facts}}``), the
+    tags with at least one image. Raises InputError when it is not one."""
     where = f"--facts {str(path)[:200]}"
     try:
         data = json.loads(path.read_text())
@@ -110,4 +110,21 @@ def load_facts(path: Path, tags: Sequence[str]) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("schema") != FACTS_SCHEMA or not isinstance(data.get("tags"), dict):
         raise InputError.one(where, f'not a facts file (want {{"schema": {FACTS_SCHEMA}, "tags": {{...}}}})',
                              "pass a facts.json written by build.py catalog")
-    return {t: f for t, f in data["tags"].items() if t in tags and isinstance(f, dict)}
+    return {t: f for t, f in data["tags"].items()
+            if t in tags and isinstance(f, dict) and isinstance(f.get("images"), list) and f["images"]}
+
+
+def merge_facts(files: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Several facts files' tags as one: a tag's images from every file, one per platform
+    (a later file's image of a platform replaces an earlier one's)."""
+    out: dict[str, Any] = {}
+    for tags in files:
+        for tag, f in tags.items():
+            have = out.setdefault(tag, {**f, "images": []})
+            for image in f.get("images") or []:
+                at = next((n for n, i in enumerate(have["images"]) if i.get("platform") == image.get("platform")), None)
+                if at is None:
+                    have["images"].append(image)
+                else:
+                    have["images"][at] = image
+    return out

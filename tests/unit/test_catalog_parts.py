@@ -68,3 +68,16 @@ def test_hardware_tables() -> None:
     # Every kernel set's CPU flags are told apart by the CPU choices of matrix.yaml's sets.
     assert hardware.unmodelled_flags([{"device": "cpu", "requires": {"cpu_flags": ["avx2", "neon"]}}]) == []
     assert hardware.unmodelled_flags([{"device": "cpu", "requires": {"cpu_flags": ["avx512_vnni"]}}]) == ["avx512_vnni"]
+
+
+def test_facts_files_of_one_tag_per_platform_are_put_together(tmp_path: Path) -> None:
+    amd = {"platform": "linux/amd64", "inspect": {"Size": 1}}
+    arm = {"platform": "linux/arm64", "inspect": {"Size": 2}}
+    newer_amd = {"platform": "linux/amd64", "inspect": {"Size": 3}}
+    files = []
+    for n, images in enumerate(([amd], [arm, newer_amd], [])):
+        path = tmp_path / f"facts{n}.json"
+        path.write_text(json.dumps({"schema": 1, "tags": {"t": {"ref": "r:t", "images": images}}}))
+        files.append(read.load_facts(path, ["t"]))
+    assert files[2] == {}, "a tag without images is not built"
+    assert read.merge_facts(files)["t"]["images"] == [newer_amd, arm]
