@@ -58,7 +58,7 @@ def answer(probes: Mapping[str, Any], images: Sequence[Mapping[str, Any]],
     others = [(f.tag, "fits, ranks lower: kernel set " + f.choice.name
                + (f" ({f.choice.message})" if f.choice.message else "")
                + (f"; warning: {f.choice.warnings[0]}" if f.choice.warnings else "")) for f in fits[1:]]
-    others += [tuple(r.split(": ", 1)) for r in refusals]  # type: ignore[misc]
+    others += [(r.partition(": ")[0], r.partition(": ")[2]) for r in refusals]
     if not fits:
         return {"best": None, "why": "no tag of this platform can run on this machine", "others": others}
     return {"best": fits[0].tag, "why": explain(fits), "others": others}

@@ -35,7 +35,9 @@ def check_output(out: Path) -> None:
     from .site import MARKER
 
     where = f"-o {str(out)[:200]}"
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
+    if out.is_symlink():
+        raise InputError.one(where, "is a symbolic link", "pass the directory itself (a link is never replaced)")
+    if out.exists() and not out.is_dir():
         raise InputError.one(where, "exists and is not a directory", "pass a new or empty directory (it is never replaced)")
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
         raise InputError.one(where, "is a directory with files that no earlier catalog wrote",

@@ -10,7 +10,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from stagecraft import sbom
-from stagecraft.catalog import diff, hardware, read, site
+from stagecraft.catalog import diff, hardware, make, read, site
 
 
 def test_versions_compare_as_their_package_manager_orders_them() -> None:
@@ -81,3 +81,10 @@ def test_facts_files_of_one_tag_per_platform_are_put_together(tmp_path: Path) ->
         files.append(read.load_facts(path, ["t"]))
     assert files[2] == {}, "a tag without images is not built"
     assert read.merge_facts(files)["t"]["images"] == [newer_amd, arm]
+
+
+def test_the_selector_says_what_its_cpu_choices_do_not_tell_apart() -> None:
+    plain = {"linux/amd64": [{"tag": "a", "kernel_sets": [{"device": "cpu", "requires": {"cpu_flags": ["avx2"]}}]}]}
+    vnni = {"linux/amd64": [{"tag": "b", "kernel_sets": [{"device": "cpu", "requires": {"cpu_flags": ["avx512_vnni"]}}]}]}
+    assert make.notes(plain) == []
+    assert "avx512_vnni" in make.notes(vnni)[0]

@@ -178,6 +178,7 @@ def test_rerun_replaces_its_catalog_and_compares_with_the_previous(tmp_path: Pat
     ("file", (), "exists and is not a directory"),
     ("foreign", (), "a directory with files that no earlier catalog wrote"),
     ("noparent", (), "its parent directory does not exist"),
+    ("link", (), "is a symbolic link"),
     ("none", ("--compare", "2.6.2-cpu"), "not OLD:NEW with two tags of the matrix"),
     ("none", ("--compare", "2.6.2-cpu:nope"), "not OLD:NEW with two tags of the matrix"),
     ("none", ("--facts", "/nonexistent/facts.json"), "cannot read it as JSON"),
@@ -193,15 +194,20 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path: Path, setup:
     elif setup == "foreign":
         out.mkdir()
         (out / "notes.txt").write_text("keep me\n")
+    elif setup == "link":
+        (tmp_path / "real").mkdir()
+        out.symlink_to(tmp_path / "real")
     elif setup == "noparent":
         out = tmp_path / "missing" / "out"
     args = tuple(str(REPO / "matrix.yaml") if a == "MATRIX" else a for a in args)
-    before = sorted((p.relative_to(tmp_path), p.read_bytes() if p.is_file() else b"") for p in tmp_path.rglob("*"))
+    before = sorted((p.relative_to(tmp_path), p.read_bytes() if p.is_file() else b"", p.is_symlink())
+                    for p in tmp_path.rglob("*"))
     cp = catalog("-o", str(out), "--facts", str(FACTS), *args) if "--facts" not in args else catalog("-o", str(out), *args)
     assert cp.returncode == 2, (cp.returncode, cp.stderr)
     assert len(cp.stderr.strip().splitlines()) == 1 and says in cp.stderr, cp.stderr
     assert "Traceback" not in cp.stderr and cp.stdout == ""
-    after = sorted((p.relative_to(tmp_path), p.read_bytes() if p.is_file() else b"") for p in tmp_path.rglob("*"))
+    after = sorted((p.relative_to(tmp_path), p.read_bytes() if p.is_file() else b"", p.is_symlink())
+                   for p in tmp_path.rglob("*"))
     assert after == before, "bad input changed the file system"
 
 
