@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from debian.debian_support import Version as DebVersion
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 
@@ -21,7 +22,7 @@ def packages(inventory: Mapping[str, Any] | None) -> dict[tuple[str, str], str]:
     for manager, key in (("pip", "python"), ("dpkg", "debian")):
         for p in (inventory or {}).get(key, ()):
             name = str(p.get("name", ""))
-            out[(manager, name.lower() if manager == "pip" else name)] = str(p.get("version", ""))
+            out[(manager, canonicalize_name(name) if manager == "pip" else name)] = str(p.get("version", ""))
     return out
 
 

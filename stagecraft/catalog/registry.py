@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..publish import PublishError, RegistryClient, _loopback, manifest_size, remote_repository
+from ..publish import PublishError, RegistryClient, loopback, manifest_size, remote_repository
 
 
 def _credentials(host: str) -> dict[str, Any] | None:
@@ -52,7 +52,7 @@ def read_registry(registry: str, repository: str, tags: Iterable[str],
     that could not be read and why). ``registry``: ``HOST[:PORT][/NAMESPACE]``. Never raises
     for a registry that does not answer: the catalog then says sizes are unknown."""
     host, path = remote_repository(registry, repository)
-    client = RegistryClient(host, _credentials(host), insecure=_loopback(host), timeout_s=timeout_s)
+    client = RegistryClient(host, _credentials(host), insecure=loopback(host), timeout_s=timeout_s)
     out: dict[str, list[dict[str, Any]]] = {}
     notes = []
     for tag in tags:

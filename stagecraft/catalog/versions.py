@@ -14,6 +14,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from packaging.utils import canonicalize_name
+
 # component -> (label key, [(manager, name pattern)]), in the order the page lists them.
 SOURCES: dict[str, tuple[str, list[tuple[str, str]]]] = {
     "framework": ("io.stagecraft.framework.version", []),  # the distribution is named by a label
@@ -25,8 +27,9 @@ SOURCES: dict[str, tuple[str, list[tuple[str, str]]]] = {
 
 
 def normalise(name: str) -> str:
-    """A distribution name as PEP 503 compares them (``Paddle_Paddle`` -> ``paddle-paddle``)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+    """A distribution name as PEP 503 compares them (``Paddle_Paddle`` -> ``paddle-paddle``;
+    packaging's ``canonicalize_name``)."""
+    return canonicalize_name(name)
 
 
 def release(version: str) -> tuple[int, ...]:
