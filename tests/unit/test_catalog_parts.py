@@ -88,3 +88,19 @@ def test_the_selector_says_what_its_cpu_choices_do_not_tell_apart() -> None:
     vnni = {"linux/amd64": [{"tag": "b", "kernel_sets": [{"device": "cpu", "requires": {"cpu_flags": ["avx512_vnni"]}}]}]}
     assert make.notes(plain) == []
     assert "avx512_vnni" in make.notes(vnni)[0]
+
+
+def test_ci_makes_the_catalog_publishes_it_on_a_release_and_keeps_the_screenshots() -> None:
+    import yaml
+
+    wf = REPO / ".github" / "workflows"
+    images = yaml.safe_load((wf / "images.yml").read_text())["jobs"]
+    cell = " ".join(s.get("run", "") for s in images["image"]["steps"])
+    assert 'build.py catalog --tag "${{ matrix.tag }}"' in cell
+    job = images["catalog"]
+    assert "image" in job["needs"] and any("build.py catalog -o site" in s.get("run", "") for s in job["steps"])
+    assert images["pages"]["needs"] == "catalog" and "refs/tags/v" in images["pages"]["if"]
+    ci = yaml.safe_load((wf / "ci.yml").read_text())["jobs"]["test"]["steps"]
+    shots = (REPO / "tests" / "integration" / "test_catalog_browser.py").read_text()
+    kept = [s["with"]["path"] for s in ci if "upload-artifact" in s.get("uses", "")]
+    assert kept == [".stagecraft/catalog-shots/"] and '".stagecraft" / "catalog-shots"' in shots, kept
