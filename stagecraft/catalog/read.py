@@ -20,6 +20,7 @@ from .. import render, signing, testing
 from ..errors import InputError
 
 FACTS_SCHEMA = 1
+READERS = 4  # images read at once
 
 
 def inventory_from_sbom(doc: dict[str, Any]) -> dict[str, Any]:
@@ -90,11 +91,13 @@ def read_engine(refs: dict[str, str], state_dir: Path) -> tuple[dict[str, Any], 
         client.ping()
     except Exception as exc:  # noqa: BLE001 - no engine: a catalog of intent
         return {}, f"the matrix only (no Docker engine answered: {str(exc)[:120]})"
-    out = {}
-    for tag, ref in refs.items():
-        image = read_image(client, ref, state_dir)
-        if image is not None:
-            out[tag] = {"ref": ref, "images": [image]}
+    from concurrent.futures import ThreadPoolExecutor
+
+    # A few images at once: an image without an SBOM costs a short container run.
+    with ThreadPoolExecutor(max_workers=READERS) as pool:
+        images = dict(zip(refs, pool.map(lambda ref: read_image(client, ref, state_dir), refs.values()),
+                          strict=True))
+    out = {tag: {"ref": refs[tag], "images": [image]} for tag, image in images.items() if image is not None}
     return out, f"the images in the local Docker engine and {state_dir}"
 
 
