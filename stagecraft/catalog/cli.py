@@ -17,8 +17,9 @@ from ..errors import EXIT_OK, InputError
 def options(p: argparse.ArgumentParser) -> None:
     """The catalog's own options (the CLI adds --tag/--all, --repository, --registry,
     --state-dir and --json)."""
-    p.add_argument("-o", "--output", metavar="DIR", required=True,
-                   help="directory to write the site to (made, or an earlier catalog replaced)")
+    p.add_argument("-o", "--output", dest="site_dir", metavar="DIR",
+                   help="directory to write the site to (made, or an earlier catalog replaced); "
+                        "required")
     p.add_argument("--facts", metavar="FILE", action="append", default=[],
                    help="read the images' facts from this file (a catalog's facts.json) instead of "
                         "the Docker engine; repeatable: the images of one tag in several files "
@@ -88,7 +89,9 @@ def run(args: argparse.Namespace, matrix: Any, specs: list[Any], all_specs: list
     from . import make, read, site
 
     started = time.monotonic()
-    out = Path(args.output)
+    if not args.site_dir:
+        raise InputError.one("build.py catalog", "no directory to write the site to", "pass -o DIR")
+    out = Path(args.site_dir)
     check_output(out)
     tags = [s.tag for s in specs]
     compares = _pairs(args.compare, {s.tag for s in all_specs})

@@ -185,6 +185,7 @@ def test_rerun_replaces_its_catalog_and_compares_with_the_previous(tmp_path: Pat
     ("none", ("--facts", "MATRIX"), "cannot read it as JSON"),
     ("none", ("--previous", "/nonexistent"), "holds no facts.json"),
     ("none", ("--tag", "no-such-tag"), "no-such-tag"),
+    ("none", ("--output", ""), "--output"),
 ])
 def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path: Path, setup: str, args: tuple[str, ...],
                                                           says: str) -> None:
