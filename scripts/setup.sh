@@ -86,6 +86,11 @@ fi
 # Every pushed tag (and image index) is read back and verified with skopeo: stagecraft's
 # one path to registries (stagecraft/registry.py).
 command -v skopeo >/dev/null 2>&1 || want_apt+=(skopeo)
+# The catalog's browser test (tests/integration/test_catalog_browser.py) drives Debian's
+# chromium through its chromedriver: Selenium is pointed at /usr/bin/chromedriver and
+# downloads nothing.
+[ -x /usr/bin/chromium ] || want_apt+=(chromium)
+[ -x /usr/bin/chromedriver ] || want_apt+=(chromium-driver)
 
 # Platforms other than the host's need qemu's user-mode emulators registered with
 # binfmt_misc (Debian's /usr/lib/binfmt.d/qemu-*.conf carry the F flag: the interpreter

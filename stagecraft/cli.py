@@ -14,6 +14,8 @@ options.
     python build.py doctor                        the engine, BuildKit version, build path and
                                                   capabilities (cache, multi-platform, OCI, attestations)
     python build.py freeze TAG                    pins of a built image's venv (for constraints:)
+    python build.py catalog -o DIR [--tag T]      a static site of every tag (contents, hardware,
+                                                  which tag fits a machine)
     python build.py probe [--tag T] [--json]      this host's hardware; the best tag for it
                                                   (no Docker; STAGECRAFT_PROBE_ROOT=DIR, test/debug
                                                   only, probes DIR instead of /)
@@ -51,6 +53,7 @@ from typing import Any, NoReturn
 
 from . import argcheck, sourceinfo
 from .bases import BaseImage, base_image
+from .catalog.cli import options as _catalog_options
 from .errors import EXIT_FAILED, EXIT_INPUT, EXIT_OK, BuildError, InputError
 from .expand import ImageSpec, expand, resolve
 from .matrix import Matrix, load_matrix
@@ -1259,6 +1262,16 @@ def cmd_probe(args: argparse.Namespace) -> int:
     else:
         print(probecmd.format_text(result))
     return EXIT_OK if result["best"]["tag"] else EXIT_FAILED
+
+
+@command("catalog", "a static site of every tag: contents, hardware, which tag fits a machine",
+         _selection, _repository, _registry, _state, _json, _catalog_options)
+def cmd_catalog(args: argparse.Namespace) -> int:
+    """Write the catalog site (stagecraft.catalog) for the chosen tags (default: all)."""
+    from .catalog import cli as catalog_cli
+
+    matrix, specs = _load(args)
+    return catalog_cli.run(args, matrix, _select(specs, args, default_all=True), specs)
 
 
 def _terminate(signum: int, frame: Any) -> None:

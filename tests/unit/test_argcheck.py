@@ -168,6 +168,10 @@ CASES = [
     (["plan", "--repository", "Team/X"], {}, "--repository Team/X: not a valid repository name"),
     (["probe", "--repository", "a:b"], {}, "not a valid repository name"),
     (["freeze", TAG, "--repository", "A"], {}, "not a valid repository name"),
+    # catalog: -o is a directory (stagecraft/catalog/cli.py checks it before reading anything)
+    (["catalog", "-o", "{in}/file"], {}, "-o {in}/file: exists and is not a directory"),
+    (["catalog", "-o", "{in}/dir", "--registry", "https://registry.example"], {}, "not a registry host"),
+    (["catalog"], {}, "no directory to write the site to; pass -o DIR"),
     # render, bake: -o and --platform
     (["render", TAG, "--platform", "linux/amd64,linux/arm64"], {},
      "--platform linux/amd64,linux/arm64: render writes one Dockerfile, for one platform"),
