@@ -35,7 +35,7 @@ unit:
 test: PLATFORMS = linux/amd64,linux/arm64
 test: SETUP_ARGS = --with-modern-engine
 test: setup
-	$(PYTHON) -m pytest tests/unit tests/integration -q -rs
+	$(PYTHON) -m pytest tests/unit tests/integration -q -rs --durations=40
 
 lint:
 	$(PYTHON) -m ruff check stagecraft probes entrypoint tests bench build.py

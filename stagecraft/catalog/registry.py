@@ -1,7 +1,6 @@
 """Pushed images in a registry: per tag and platform, the manifest digest and the bytes
-the image takes there (config plus compressed layers), read through the registry's HTTP
-API v2 (stagecraft.publish.RegistryClient; https://distribution.github.io/distribution/
-spec/api/). I/O; ``merge`` (pure) adds what it read to the engine's facts.
+the image takes there (config plus compressed layers), read through stagecraft's one
+path to registries (stagecraft.registry.Registry: skopeo). I/O; ``merge`` (pure) adds what it read to the engine's facts.
 """
 from __future__ import annotations
 
@@ -9,7 +8,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..publish import PublishError, RegistryClient, loopback, manifest_size, remote_repository
+from ..publish import manifest_size, remote_repository
+from ..registry import Registry, RegistryError, loopback
 
 
 def _credentials(host: str) -> dict[str, Any] | None:
@@ -28,10 +28,10 @@ def _platform(entry: Mapping[str, Any]) -> str:
     return text + (f"/{p['variant']}" if p.get("variant") and p.get("architecture") != "arm64" else "")
 
 
-def read_tag(client: RegistryClient, path: str, tag: str) -> list[dict[str, Any]]:
+def read_tag(client: Registry, path: str, tag: str) -> list[dict[str, Any]]:
     """[{"platform" ("" for a single-platform manifest), "digest", "compressed_size"
     (bytes)}] of ``path:tag``; attestation manifests (platform unknown/unknown) are left
-    out. Raises PublishError (a 404 included)."""
+    out. Raises RegistryError (a missing tag included)."""
     digest, body, _ = client.manifest(path, tag)
     doc = json.loads(body)
     if "manifests" not in doc:
@@ -52,13 +52,13 @@ def read_registry(registry: str, repository: str, tags: Iterable[str],
     that could not be read and why). ``registry``: ``HOST[:PORT][/NAMESPACE]``. Never raises
     for a registry that does not answer: the catalog then says sizes are unknown."""
     host, path = remote_repository(registry, repository)
-    client = RegistryClient(host, _credentials(host), insecure=loopback(host), timeout_s=timeout_s)
+    client = Registry(host, _credentials(host) or {}, insecure=loopback(host), timeout_s=timeout_s)
     out: dict[str, list[dict[str, Any]]] = {}
     notes = []
     for tag in tags:
         try:
             out[tag] = read_tag(client, path, tag)
-        except (PublishError, ValueError, KeyError) as exc:
+        except (RegistryError, ValueError, KeyError) as exc:
             notes.append(f"{host}/{path}:{tag}: not read from the registry ({str(exc)[:160]})")
     return out, notes
 
