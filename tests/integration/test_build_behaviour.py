@@ -107,16 +107,18 @@ def test_failure_leaves_tags_and_unrelated_images(six_project, eclient):
     before = _image_id(eclient, f"{REPO}:1.16.0-cpu")
     alias_before = _image_id(eclient, f"{REPO}:1.16.0")
     assert before and before == alias_before
-    # Break six-1's runtime stage (a pin pip cannot satisfy); change six-2 so it rebuilds.
+    # Break six-1's runtime stage (a distribution the index does not have: a pin that
+    # contradicts the framework's own is refused at load now, before any build, by
+    # stagecraft/pins.py); change six-2 so it rebuilds.
     text = six_project.read_text().replace(
-        'build: {python: ["3.11"]}', 'build: {python: ["3.11"]}\n      constraints: ["six==0.0.404"]')
+        '      package: six\n      version: "1.16.0"\n', '      package: six-stagecraft-missing\n      version: "1.16.0"\n')
     text = text.replace('      version: "1.17.0"\n', '      version: "1.17.0"\n      constraints: ["six==1.17.0"]\n')
     six_project.write_text(text)
     proc = _cli(six_project, "--all", "--jobs", "2")
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert re.search(r"1\.16\.0-cpu\s+FAILED: build failed .*; log: \S+\.log", proc.stderr), proc.stderr[-2000:]
     log = re.search(r"log: (\S+\.log)", proc.stderr).group(1)
-    assert Path(log).is_file() and "0.0.404" in Path(log).read_text(), log
+    assert Path(log).is_file() and "six-stagecraft-missing" in Path(log).read_text(), log
     assert _image_id(eclient, f"{REPO}:1.16.0-cpu") == before, "a failed build moved the tag"
     assert _image_id(eclient, f"{REPO}:1.16.0") == before, "a failed build moved the alias"
     assert _image_id(eclient, f"{REPO}:1.17.0-cpu"), "an unrelated image was not built"
