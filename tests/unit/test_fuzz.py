@@ -44,6 +44,7 @@ from stagecraft.matrix import Matrix, load_matrix
 from stagecraft.render import final_labels, render_stages, tag_dockerfile
 from stagecraft.safetext import MAX_LINE, unsafe_positions
 from tests.conftest import ROOT
+from tests.unit import docpaths
 from tests.unit.dockerfile_model import (
     LexError,
     instructions,
@@ -210,33 +211,17 @@ def _write(text: str | bytes) -> Path:
 BASE = yaml.safe_load(MINIMAL)
 
 
-def _paths(data: Any, path: tuple = ()) -> list[tuple]:
-    out = [path]
-    if isinstance(data, dict):
-        for k, v in data.items():
-            out += _paths(v, path + (k,))
-    elif isinstance(data, list):
-        for i, v in enumerate(data):
-            out += _paths(v, path + (i,))
-    return out
-
-
-def _get(data: Any, path: tuple) -> Any:
-    for p in path:
-        data = data[p]
-    return data
-
 
 @st.composite
 def mutated_matrix(draw: st.DrawFn) -> Any:
     data = yaml.safe_load(MINIMAL)
     for _ in range(draw(st.integers(1, 4))):
-        paths = _paths(data)
+        paths = docpaths.paths(data)
         path = draw(st.sampled_from(paths))
         op = draw(st.sampled_from(["replace", "replace-text", "delete", "add", "rename", "append"]))
         if not path:
             continue
-        parent, key = _get(data, path[:-1]), path[-1]
+        parent, key = docpaths.get(data, path[:-1]), path[-1]
         if op == "replace":
             parent[key] = draw(VALUE)
         elif op == "replace-text":

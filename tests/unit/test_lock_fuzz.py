@@ -42,6 +42,7 @@ from stagecraft.matrix import Matrix, load_matrix
 from stagecraft.render import render_stages
 from stagecraft.safetext import MAX_LINE, unsafe_positions
 from tests.conftest import ROOT
+from tests.unit import docpaths
 from tests.unit.lock_fixture import synthetic_lock
 from tests.unit.minimal_matrix import MINIMAL
 
@@ -206,31 +207,15 @@ HUGE = st.one_of(
 )
 
 
-def _paths(data: Any, path: tuple = ()) -> list[tuple]:
-    out = [path]
-    if isinstance(data, dict):
-        for k, v in data.items():
-            out += _paths(v, path + (k,))
-    elif isinstance(data, list):
-        for i, v in enumerate(data):
-            out += _paths(v, path + (i,))
-    return out
-
-
-def _get(data: Any, path: tuple) -> Any:
-    for p in path:
-        data = data[p]
-    return data
-
 
 @st.composite
 def mutated_doc(draw: st.DrawFn) -> Any:
     doc = copy.deepcopy(project().doc)
     for _ in range(draw(st.integers(1, 4))):
-        path = draw(st.sampled_from(_paths(doc)))
+        path = draw(st.sampled_from(docpaths.paths(doc)))
         if not path:
             continue
-        parent, key = _get(doc, path[:-1]), path[-1]
+        parent, key = docpaths.get(doc, path[:-1]), path[-1]
         # A huge value is one operation in about twenty: each costs a second or so.
         op = draw(st.sampled_from(["replace", "word", "delete", "add", "rename", "append"] * 3
                                   + ["huge"]))
@@ -384,11 +369,11 @@ def mutated_real(draw: st.DrawFn) -> Any:
     for _ in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["debian", "python"]))
         key = draw(st.sampled_from(sorted(doc[kind])))
-        path = draw(st.sampled_from(_paths(doc[kind][key])[:400]))
+        path = draw(st.sampled_from(docpaths.paths(doc[kind][key])[:400]))
         if not path:
             doc[kind][key] = draw(VALUES)
             continue
-        parent, last = _get(doc[kind][key], path[:-1]), path[-1]
+        parent, last = docpaths.get(doc[kind][key], path[:-1]), path[-1]
         op = draw(st.sampled_from(["replace", "word", "delete", "rename"]))
         if op == "replace":
             parent[last] = draw(VALUES)
