@@ -4,6 +4,7 @@ the unit tests need lives here.)"""
 from __future__ import annotations
 
 import os
+import shutil
 from datetime import timedelta
 from pathlib import Path
 
@@ -31,3 +32,15 @@ def lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
         return standin.build(tmp_path_factory.mktemp("nvml"))
     except RuntimeError as exc:
         pytest.skip(str(exc))
+
+
+@pytest.fixture
+def real_project(tmp_path: Path) -> Path:
+    """A copy of this project's real matrix, lock, templates and copied trees under
+    ``tmp_path`` (its root), for tests that run the real CLI on a mutated matrix or lock."""
+    root = Path(__file__).resolve().parents[2]
+    for name in ("templates", "entrypoint", "probes", "tests/image"):
+        shutil.copytree(root / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("matrix.yaml", "matrix.lock"):
+        shutil.copy(root / name, tmp_path / name)
+    return tmp_path

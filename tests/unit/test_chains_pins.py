@@ -4,7 +4,6 @@ the issue's reproductions on the real matrix through the real command line."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -130,15 +129,6 @@ def test_the_real_matrix_passes_both_rules():
     matrix = load_matrix(ROOT / "matrix.yaml")
     assert expand(matrix)
     assert matrix.stages["runtime"].parents == ("base", "cuda", "accel")
-
-
-@pytest.fixture
-def real_project(tmp_path: Path) -> Path:
-    for name in ("templates", "entrypoint", "probes", "tests/image"):
-        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("matrix.yaml", "matrix.lock"):
-        shutil.copy(ROOT / name, tmp_path / name)
-    return tmp_path
 
 
 @pytest.mark.parametrize("old, new, fragment", [

@@ -316,15 +316,6 @@ def test_the_committed_lock_is_sound():
 
 # -- the reproductions, through the real command line ---------------------------------------
 
-@pytest.fixture
-def real_project(tmp_path: Path) -> Path:
-    for name in ("templates", "entrypoint", "probes", "tests/image"):
-        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("matrix.yaml", "matrix.lock"):
-        shutil.copy(ROOT / name, tmp_path / name)
-    return tmp_path
-
-
 def _cli(project: Path, *argv: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(ROOT / "build.py"), *argv], cwd=project,
                           capture_output=True, text=True, timeout=120,
