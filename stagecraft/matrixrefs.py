@@ -108,7 +108,7 @@ class _References:
         self.data = _d(data)
         self.locate, self.root, self.clean = locate, root, clean
         self.tables = {t: _d(e) for t, e in _d(self.data.get("components")).items()}
-        self.stages_ = _d(self.data.get("stages"))
+        self.stage_table = _d(self.data.get("stages"))
         self.found: Found = []
 
     def bad(self, path: list, what: str, hint: str) -> None:
@@ -117,7 +117,7 @@ class _References:
     def stages(self) -> None:
         """Each stage's template, component tables, copied paths and suites exist."""
         root = self.root
-        for sname, stage in self.stages_.items():
+        for sname, stage in self.stage_table.items():
             if not self.clean(("stages", sname)):
                 continue
             if not (root / "templates" / stage["template"]).is_file():
@@ -221,7 +221,7 @@ class _References:
 
     def chain(self, gpath: list, gname: str, group: dict[str, Any]) -> None:
         """Each stage of the group's chain is defined, and each table it uses is an axis."""
-        stages, axes = self.stages_, group["axes"]
+        stages, axes = self.stage_table, group["axes"]
         for i, sname in enumerate(group["chain"]):
             if sname not in stages:
                 self.bad(gpath + ["chain", i], f"image group {gname!r}: stage {sname!r} is not "
