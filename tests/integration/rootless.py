@@ -75,7 +75,11 @@ def shim(dest: Path) -> Path:
 
 def load_from_docker(ref: str) -> str:
     """Make the rootless store hold the Docker engine's image ``ref`` (its ID, unchanged
-    by save and load). Returns the image ID. Raises AssertionError when Docker lacks it."""
+    by save and load): loaded only when that ID is not there yet, so a run reuses what an
+    earlier run loaded. A load that moves ``ref`` to a new ID leaves the old image
+    untagged; untagged images are then pruned from the rootless store (the tests' own:
+    nobody else uses this user's store), so rebuilt images do not pile up there. Returns
+    the image ID. Raises AssertionError when Docker lacks ``ref`` or the load fails."""
     cp = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", ref],
                         capture_output=True, text=True, timeout=60, check=False)
     if cp.returncode != 0:
@@ -88,6 +92,7 @@ def load_from_docker(ref: str) -> str:
         save.wait(timeout=60)
         if load.returncode != 0 or save.returncode != 0:
             raise AssertionError(f"docker save {ref} | podman load failed: {load.stderr.strip()[-2000:]}")
+        podman("image", "prune", "-f", timeout=300, check=False)
     return image_id
 
 

@@ -1,9 +1,12 @@
 """The images where users run them: rootless Podman, GPUs given through CDI, an arbitrary
 uid with group 0 on a read-only root (tests/integration/rootless.py for the plumbing).
 
-Opt-in: ``python -m pytest tests/integration/test_podman.py -m podman`` after
-``scripts/podman-setup.sh`` (as root). Without ``-m podman`` every test here skips, so
-``make test`` does not run them until CI decides to.
+``make test`` runs them (its set-up runs ``scripts/podman-setup.sh``, which also makes
+the rootless user's runtime directory again after a boot); alone:
+``python -m pytest tests/integration/test_podman.py`` (as root, or as the rootless user)
+after that script. Like the rest of tests/integration they fail, not skip, when what they
+need is missing: the message says what to run. ``-m podman`` selects them, ``-m "not
+podman"`` leaves them out.
 
 The image is the Docker engine's CPU image (``STAGECRAFT_PODMAN_IMAGE``, default
 stagecraft/paddle:2.6.2-cpu), loaded once into the rootless store. The GPU tests mount
@@ -39,12 +42,8 @@ QUIET = ["-e", "STAGECRAFT_QUIET=1"]
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _ready(request: pytest.FixtureRequest) -> None:
-    """Skip unless selected with ``-m podman``; fail (with what to run) when selected and
-    the set-up is missing."""
-    expr = request.config.option.markexpr or ""
-    if "podman" not in expr.replace("not podman", ""):
-        pytest.skip("opt-in: select with -m podman (after scripts/podman-setup.sh)")
+def _ready() -> None:
+    """Fail (with what to run) when rootless Podman is not set up."""
     why = rootless.not_ready()
     if why:
         pytest.fail(why)
@@ -52,6 +51,8 @@ def _ready(request: pytest.FixtureRequest) -> None:
 
 @pytest.fixture(scope="module")
 def image_id() -> str:
+    """The CPU image in the rootless store: loaded when its ID is not there yet, reused
+    across runs when it is (rootless.load_from_docker)."""
     return rootless.load_from_docker(IMAGE)
 
 
