@@ -154,9 +154,19 @@ def test_kube_play_runs_the_probes_of_the_manifest(played: tuple[str, dict[str, 
     # Kubernetes (whose probes do not run before it): fire the failing ones after it.
     started = int(rootless.podman("inspect", "--format", "{{.State.StartedAt.Unix}}", name, env=env).stdout)
     time.sleep(max(0.0, started + probe["initialDelaySeconds"] + 1 - time.time()))
+    raced = False
     for i in range(probe["failureThreshold"]):
         bad = rootless.podman("healthcheck", "run", name, env=env, check=False)
-        assert bad.returncode == 1, f"failure {i + 1}: exit {bad.returncode}: {bad.stdout}{bad.stderr}"
+        # The last failure makes Podman restart the container inside this command. Under
+        # load Podman 4.3 can lose a race there: kube play's pods stop (exit policy
+        # "stop") once their only container has stopped, and the restart then finds the
+        # infra container gone (exit 125, "restarting container after health-check turned
+        # unhealthy: cannot get namespace path ..."). Seen once in six restarts here.
+        raced = (i == probe["failureThreshold"] - 1 and bad.returncode == 125
+                 and "restarting container after health-check turned unhealthy" in bad.stderr)
+        assert bad.returncode == 1 or raced, f"failure {i + 1}: exit {bad.returncode}: {bad.stdout}{bad.stderr}"
+    if raced:  # Podman decided to restart and could not: start the pod, as the kubelet would
+        rootless.podman("pod", "start", _pod()["metadata"]["name"], env=env)
     # Podman 4.3 restarts the container once failureThreshold failures are counted (the
     # Pod's restartPolicy: Always), as the kubelet would; its entrypoint probes again, finds
     # NVML failing and falls back to a CPU kernel set; the probe is then healthy again.
