@@ -364,3 +364,63 @@ def test_every_probe_runs_within_its_budget(tmp_path: Path) -> None:
     assert time.monotonic() - t0 < 0.2 + accel.GRACE_S + 5
     assert r2.state == "unusable" and r2.reason == "timeout: the amd probe did not finish within 0.2 s", r2
     assert cpu.probe(str(root), 2).state == "usable"
+
+
+# --- held-back cases found by the issue 22 review (h22-review) ------------------------
+# cpuinfo stands in for the online list when that is missing: every "processor" line was
+# counted, so 100,000 of them gave 58,871 CPUs (and thread pools of that size).
+CPUINFO_FLOODS = {
+    "distinct": "".join(f"processor\t: {i}\n" for i in range(100000)),
+    "repeated": "processor\t: 0\nflags\t: lm avx2\n" * 60000,
+    "odd-values": "".join(f"processor\t: x{i}\n" for i in range(20000)),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CPUINFO_FLOODS))
+@pytest.mark.parametrize("online", [("missing",), ("fifo",), ""])
+def test_h22_cpuinfo_processor_count_is_bounded(kind: str, online: object, tmp_path: Path) -> None:
+    root, image = machine(tmp_path, {"/proc/cpuinfo": CPUINFO_FLOODS[kind],
+                                     "/sys/devices/system/cpu/online": online}, pieces=("host-16cpu",))
+    out = check_plan({**hostile.base_env(root, image, tmp_path / "run"), "STAGECRAFT_BUDGET_S": "2"})
+    assert isinstance(out, dict), out
+    cpu = out["probes"]["cpu"]
+    assert 1 <= cpu["online"] <= _fs.MAX_CPUS and 1 <= cpu["effective_cpus"] <= _fs.MAX_CPUS, cpu
+    want = 1 if kind == "repeated" else min(_fs.MAX_CPUS, 100000 if kind == "distinct" else 20000)
+    assert cpu["online"] == want, cpu
+
+
+# A quota of 400 digits overflowed a float when divided by its period: the error dropped
+# every cgroup limit, the cpuset and memory limit included. Values the kernel never
+# writes (signs, "_", other scripts' digits, zero) now count as no quota, alone.
+ODD_QUOTAS = ["9" * 400 + " 1", "9" * 21 + " 1", "-500000 100000", "0 100000", "1_50000 100000",
+              "\u0661\u0665\u0660\u0660\u0660\u0660 \u0661\u0660\u0660\u0660\u0660\u0660", "+150000 100000",
+              "150000 0", "150000 -100000", "150000\0 100000"]
+
+
+@pytest.mark.parametrize("quota", ODD_QUOTAS, ids=lambda q: repr(q)[:30])
+def test_h22_an_odd_v2_quota_keeps_the_other_limits(quota: str, tmp_path: Path) -> None:
+    root, image = machine(tmp_path, {"/sys/fs/cgroup/cpu.max": quota, "/sys/fs/cgroup/cpuset.cpus.effective": "0-2\n"},
+                          pieces=("host-16cpu", "cgroup-v2-quota-1.5"))
+    out = check_plan(hostile.base_env(root, image, tmp_path / "run"))
+    assert isinstance(out, dict), out
+    cpu = out["probes"]["cpu"]
+    assert (cpu["quota_cpus"], cpu["cpuset"], cpu["effective_cpus"]) == (None, 3, 3), cpu
+    assert cpu["memory_limit_bytes"] == 2 << 30, cpu
+
+
+@pytest.mark.parametrize("quota", ["9" * 400, "-1", "+150000", "1_50000", "0"])
+def test_h22_an_odd_v1_quota_keeps_the_other_limits(quota: str, tmp_path: Path) -> None:
+    root, image = machine(tmp_path, {"/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": quota},
+                          pieces=("host-16cpu", "cgroup-v1-quota-1.5"))
+    out = check_plan(hostile.base_env(root, image, tmp_path / "run"))
+    assert isinstance(out, dict), out
+    cpu = out["probes"]["cpu"]
+    assert (cpu["quota_cpus"], cpu["cpuset"], cpu["memory_limit_bytes"]) == (None, 8, 512 << 20), cpu
+
+
+@pytest.mark.parametrize("value", ["+5000000", "1_000", "\u0661\u0660\u0660\u0660", " -1", "9" * 21])
+def test_h22_an_odd_memory_limit_is_no_limit(value: str, tmp_path: Path) -> None:
+    root, image = machine(tmp_path, {"/sys/fs/cgroup/memory.max": value}, pieces=("host-16cpu", "cgroup-v2-quota-1.5"))
+    out = check_plan(hostile.base_env(root, image, tmp_path / "run"))
+    assert isinstance(out, dict) and out["probes"]["cpu"]["memory_limit_bytes"] is None, out
+    assert out["probes"]["cpu"]["quota_cpus"] == 1.5, out["probes"]["cpu"]
