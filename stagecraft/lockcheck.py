@@ -178,6 +178,20 @@ def _file_problem(name: str, version: Version, filename: str) -> str | None:
     return None
 
 
+def _version_problem(version: Version, text: str, entry: dict[str, Any]) -> str | None:
+    """Why a distribution's version cannot be what the resolver wrote (issue 22 review),
+    or None: uv writes versions in PEP 440 normal form (``02.15.05`` is ``2.15.5``), and
+    a local version (``1.0+local``) comes only from the entry's own index: PyPI refuses
+    them on upload (PEP 440, "Local version identifiers"; warehouse), so an entry
+    resolved on PyPI alone (``index_url`` null) holds none."""
+    if str(version) != text:
+        return f"{clip(text, 60)} is not in PEP 440 normal form ({str(version)!r})"
+    if version.local is not None and not (entry.get("inputs") or {}).get("index_url"):
+        return (f"{clip(text, 60)} is a local version, which PyPI does not serve, and this "
+                "entry was resolved on PyPI alone (no index_url)")
+    return None
+
+
 def _python_problems(doc: dict[str, Any]) -> list[tuple[tuple, str]]:
     found: list[tuple[tuple, str]] = []
     for key, entry in doc["python"].items():
@@ -191,6 +205,10 @@ def _python_problems(doc: dict[str, Any]) -> list[tuple[tuple, str]]:
                 version = Version(rec["version"])
             except InvalidVersion:
                 found.append((at + ("version",), f"{clip(rec['version'], 60)} is not a PEP 440 version"))
+                continue
+            what = _version_problem(version, rec["version"], entry)
+            if what:
+                found.append((at + ("version",), what))
                 continue
             for filename in rec["files"]:
                 what = _file_problem(name, version, filename)
