@@ -424,3 +424,42 @@ def test_h22_an_odd_memory_limit_is_no_limit(value: str, tmp_path: Path) -> None
     out = check_plan(hostile.base_env(root, image, tmp_path / "run"))
     assert isinstance(out, dict) and out["probes"]["cpu"]["memory_limit_bytes"] is None, out
     assert out["probes"]["cpu"]["quota_cpus"] == 1.5, out["probes"]["cpu"]
+
+
+# image.json's kernel sets of the wrong shape: "probe failed (AttributeError ...)", and an
+# env name with a NUL stopped the command itself (exit 126). Now one line naming the file
+# and the entry; the command runs without a kernel-set choice, as for any broken image.json.
+def _set_with(**over: object) -> dict:
+    return {"schema": 1, "kernel_sets": [{"name": "a", "device": "cpu", "requires": {}, "env": {}, **over}]}
+
+
+BAD_IMAGES = [
+    ({"schema": 1, "kernel_sets": [1, "x", None]}, "kernel_sets[0]: not an object"),
+    (_set_with(requires=[1]), "kernel_sets[0].requires: not an object"),
+    (_set_with(env="X=1"), "kernel_sets[0].env: not an object"),
+    (_set_with(env={"A": 1}), "kernel_sets[0].env: A: not a string without NUL"),
+    (_set_with(env={"B\0": "x"}), "kernel_sets[0].env: 'B\\x00' is not a variable name"),
+    (_set_with(env={"C=D": "y"}), "kernel_sets[0].env: 'C=D' is not a variable name"),
+    (_set_with(env={"": "y"}), "kernel_sets[0].env: '' is not a variable name"),
+    (_set_with(env={"1X": "y"}), "is not a variable name"),
+    (_set_with(env={"\u00c9": "y"}), "is not a variable name"),
+    (_set_with(env={"A": "x\0y"}), "kernel_sets[0].env: A: not a string without NUL"),
+    (_set_with(name=5), "kernel_sets[0].name: not a non-empty string"),
+    (_set_with(name=""), "kernel_sets[0].name: not a non-empty string"),
+    (_set_with(device=None), "kernel_sets[0].device: not a non-empty string"),
+    ({**_set_with(), "device_strings": [1]}, "device_strings: not an object of strings"),
+    ({**_set_with(), "device_strings": {"cpu": 1}}, "device_strings: not an object of strings"),
+]
+
+
+@pytest.mark.parametrize(("data", "fragment"), BAD_IMAGES, ids=[f for _, f in BAD_IMAGES])
+def test_h22_an_image_json_of_the_wrong_shape_is_named_and_the_command_runs(data: dict, fragment: str,
+                                                                           tmp_path: Path) -> None:
+    root, _ = machine(tmp_path, pieces=("host-16cpu",))
+    image = tmp_path / "bad-image.json"
+    image.write_text(json.dumps(data))
+    r = check_run(hostile.base_env(root, image, tmp_path / "run"))
+    assert r.returncode == 0 and r.stdout.strip() == "ran", (r.returncode, r.stderr)
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"stagecraft: probe failed (ValueError: {image}: "), lines
+    assert fragment in lines[0] and lines[0].endswith("running the command without a kernel-set choice"), lines
