@@ -9,7 +9,7 @@ Environment (inputs; what each accepts, and exit 2 for anything else: entrypoint
   STAGECRAFT_STRICT=1                           refuse (exit 78) instead of falling back
   STAGECRAFT_QUIET=1                            no start-up line on stderr
   STAGECRAFT_REPORT=PATH                        where to write the JSON report first (absolute)
-  STAGECRAFT_BUDGET_S=SECONDS                   per-family probe budget, 0 < S <= 60 (default 2)
+  STAGECRAFT_BUDGET_S=SECONDS                   per-family probe budget, 0.001 <= S <= 60 (default 2)
   STAGECRAFT_PROBE_ROOT=DIR                     test/debug only: read /proc, /sys, /dev under DIR
   STAGECRAFT_IMAGE_JSON=PATH                    test/debug only: image description to use
 Environment (outputs, for CMD): STAGECRAFT_DEVICE_STRING (the chosen device as the

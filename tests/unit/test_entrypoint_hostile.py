@@ -26,8 +26,10 @@ from tests.unit.hostile import check_plan, check_run, machine
 # --- the entrypoint's own variables ---------------------------------------------------
 BAD_BUDGETS = ["nan", "NaN", "-nan", "inf", "-inf", "Infinity", "1e999", "1e3", "1e-400", "-1", "0",
                "0.0", "-0", "00", "", " ", "abc", "0\x1f", "2\x1c", "\u30002", "2\x85", "1_0", "\u0662", "2s", "0x10", "61", "60.0000001",
-               "\n", "2\n3", "+2", "\u00b2", "1,5", "9" * 5000, "0.0000000000000", "1e1", "2 2", ".", "-"]
-GOOD_BUDGETS = ["2", "0.5", " 1 ", "60", ".5", "10.", "0.001", "3.25"]
+               "\n", "2\n3", "+2", "\u00b2", "1,5", "9" * 5000, "0.0000000000000", "1e1", "2 2", ".", "-",
+               # h22 review: accepted, and below a millisecond every probe timed out
+               "0.0000001", "0.00000000000000000000001", "0.0009", "\uff11", "0x1", "\x0b2", "2\x0c", " " * 100000]
+GOOD_BUDGETS = ["2", "0.5", " 1 ", "60", ".5", "10.", "0.001", "3.25", "60.", "0.0010"]
 BAD_FLAGS = ["maybe", "2", "y", "n", "tru", "enabled", "-1", "1.0", "\u0661", "on\nforged", "x" * 10000]
 GOOD_FLAGS = ["1", "true", "TRUE", " yes ", "On", "0", "false", "No", "off", ""]
 BAD_DEVICES = ["gpu", "NVIDIA", " cpu", "cpu\n", "cuda", "x" * 1000, "cpu,nvidia", "\u2028"]
@@ -463,3 +465,18 @@ def test_h22_an_image_json_of_the_wrong_shape_is_named_and_the_command_runs(data
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"stagecraft: probe failed (ValueError: {image}: "), lines
     assert fragment in lines[0] and lines[0].endswith("running the command without a kernel-set choice"), lines
+
+
+def test_h22_a_sub_millisecond_budget_with_8_gpus_is_refused_as_an_option(tmp_path: Path, lib: Path) -> None:
+    """STAGECRAFT_BUDGET_S=0.0000001 passed the option check; every probe then timed out
+    and 8 working GPUs were refused (exit 78, "NVML did not answer within 0.0 s")."""
+    from tests.fixtures.compose import IMAGES, NVML, compose
+
+    root = compose(tmp_path / "root", "linux-rhel7-haswell", ("host-16cpu", "nvidia-nodes"))
+    env = {**hostile.base_env(root, IMAGES / "gpu-cuda11.8.json", tmp_path / "run"),
+           "LD_LIBRARY_PATH": str(lib.parent), "STAGECRAFT_NVML_CONFIG": str(NVML / "h200x8.conf"),
+           "STAGECRAFT_BUDGET_S": "0.0000001"}
+    r = check_run(env)
+    assert r.returncode == 2 and r.stderr.startswith(
+        "stagecraft: refusing to start: STAGECRAFT_BUDGET_S='0.0000001': not a number of seconds in [0.001, 60]"), r.stderr
+    assert not (tmp_path / "run").exists()
