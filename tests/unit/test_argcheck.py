@@ -298,6 +298,29 @@ def test_render_to_stdout_on_a_pipe_is_refused_before_rendering(path):
         "one) in a directory you can write"], proc.stderr
 
 
+@pytest.mark.xfail(reason="needs fix in cli.py; h22 review", strict=True)
+@pytest.mark.parametrize("argv", [["--matrix", "{in}/fifo", "list"], ["--matrix", "{in}/nope.yaml", "render", "x"],
+                                  ["push", "2.6.2-cpu"]], ids=["matrix-fifo", "matrix-missing", "push-no-registry"])
+def test_a_refused_run_leaves_the_temporary_directory_alone(argv, inputs, tmp_path):
+    """h22 review: ``cli.main`` enters ``run_scratch()`` (which makes
+    $TMPDIR/stagecraft-UID/run-PID-START and sweeps the scratch directories of dead runs)
+    once ``argcheck`` has passed but before the command loads the matrix: a run refused
+    for its matrix file, its tag or a missing registry has already removed another run's
+    leftovers and made (then removed) its own directory. The fix: load and check the
+    matrix, the tags and the registry before ``with run_scratch():`` (e.g. a
+    ``args.check(args)`` per command run ahead of it, or ``run_scratch`` entered lazily
+    by the first command that needs a temporary file)."""
+    stale = tmp_path / f"stagecraft-{os.getuid()}" / "run-999999999-1"
+    stale.mkdir(parents=True)
+    (stale / "left").write_text("x")
+    proc = subprocess.run([sys.executable, str(ROOT / "build.py"),
+                           *[a.replace("{in}", str(inputs)) for a in argv]], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "TMPDIR": str(tmp_path),
+                                                       "DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert (stale / "left").exists(), "a refused run swept the temporary directory"
+
+
 def test_verify_with_a_malformed_reference_says_so_on_stderr():
     """It ran oras on the text and reported a failed verification: exit 1, the tool's
     words on stdout, nothing on stderr."""
