@@ -214,6 +214,37 @@ def _python_problems(doc: dict[str, Any]) -> list[tuple[tuple, str]]:
                 what = _file_problem(name, version, filename)
                 if what:
                     found.append((at + ("files", filename), what))
+        if not found and "packages" in entry:
+            found += _input_problems(key, entry)
+    return found
+
+
+def _input_problems(key: str, entry: dict[str, Any]) -> list[tuple[tuple, str]]:
+    """An entry's packages against its own inputs (issue 22 review: a resealed lock whose
+    nvidia-nccl-cu11 was 2.15.6 under a requirement ``==2.15.5``, or held no
+    nvidia-nccl-cu11 at all, passed ``lock --check`` and rendered): every requirement's
+    distribution is locked, and every locked version satisfies each requirement and
+    constraint that names it (``packaging.specifiers``, pre-releases allowed)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    packages = entry["packages"]
+    found: list[tuple[tuple, str]] = []
+    for field in ("requirements", "constraints"):
+        for i, text in enumerate(entry["inputs"].get(field) or []):
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue  # the schema names a line of the wrong form
+            name = canonicalize_name(req.name)
+            at = ("python", key, "inputs", field, i)
+            if name not in packages:
+                if field == "requirements":
+                    found.append((at, f"{clip(text, 60)} is required but {name} is not locked"))
+                continue
+            locked = packages[name]["version"]
+            if not req.specifier.contains(Version(locked), prereleases=True):
+                found.append((("python", key, "packages", name, "version"),
+                              f"{clip(locked, 40)} does not satisfy the entry's {field[:-1]} {clip(text, 60)}"))
     return found
 
 
