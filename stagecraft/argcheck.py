@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from . import kernelfs
 from .errors import InputError, Problem
 
 MAX_KEY = 64 * 1024  # bytes: a cosign key file is a few hundred
@@ -235,7 +236,7 @@ def state_dir_problem(path: Path) -> str:
     if path.exists():
         if not path.is_dir():
             return "exists and is not a directory"
-        return "" if os.access(path, os.W_OK | os.X_OK) else "not writable"
+        return "not writable" if not os.access(path, os.W_OK | os.X_OK) else kernelfs.kernel_interface(str(path))
     parent = path.absolute().parent
     while not os.path.lexists(parent) and parent != parent.parent:
         parent = parent.parent
@@ -245,7 +246,8 @@ def state_dir_problem(path: Path) -> str:
         return f"cannot create it ({parent} is not a directory)"
     if not os.access(parent, os.W_OK | os.X_OK):
         return f"cannot create it ({parent} is not writable)"
-    return ""
+    why = kernelfs.kernel_interface(str(parent))
+    return f"cannot create it ({parent} is {why})" if why else ""
 
 
 def _unresolvable(path: Path) -> str:

@@ -18,6 +18,8 @@ import stat
 import tempfile
 from pathlib import Path
 
+from . import kernelfs
+
 
 def _target(path: str) -> Path:
     """The file ``path`` names, its symbolic links followed (missing parts kept)."""
@@ -46,7 +48,7 @@ def problem(path: str) -> str:
         return f"is {kind}, not a regular file"
     if not os.access(parent, os.W_OK | os.X_OK):
         return f"directory {parent} is not writable"
-    return ""
+    return kernelfs.kernel_interface(str(parent))
 
 
 def write_text(path: str, text: str) -> None:
