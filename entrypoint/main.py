@@ -152,10 +152,14 @@ def summary_line(choice: Any, probes: Mapping[str, Any]) -> str:
     return f"{choice.name} ({detail})" if detail else choice.name
 
 
-def plan(env: Mapping[str, str]) -> dict[str, Any]:
+_UNREAD: Any = object()
+
+
+def plan(env: Mapping[str, str], image: dict[str, Any] | None = _UNREAD) -> dict[str, Any]:
     """Probe and choose; returns everything the report and exec need. Pure of side effects
-    except reading the machine. Raises entrypoint.options.BadOption for a bad option;
-    ValueError for a broken image.json."""
+    except reading the machine. ``image``: image.json as ``load_image`` read it (read here
+    when not given). Raises entrypoint.options.BadOption for a bad option; ValueError for
+    a broken image.json."""
     from entrypoint import options
     from probes import probe_all
     from probes.report import probes_to_dict
@@ -164,7 +168,8 @@ def plan(env: Mapping[str, str]) -> dict[str, Any]:
     t0 = time.monotonic()
     opts = options.read(env)
     root, budget = opts.root, opts.budget_s
-    image = load_image(env, root)
+    if image is _UNREAD:
+        image = load_image(env, root)
     sets: list[dict[str, Any]] = list(image.get("kernel_sets", [])) if image else []
     ov = Overrides(device=opts.device, kernel_set=opts.kernel_set, strict=opts.strict)
     families = sorted({str(s.get("device")) for s in sets} | ({ov.device} if ov.device else set())) if sets else None
@@ -250,13 +255,22 @@ def start(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     if argv and (not argv[0] or "\0" in argv[0]):  # `docker run IMAGE ""`: nothing to probe for
         return exec_command(argv, env)
     try:
-        quiet = options.read(env).quiet
+        opts = options.read(env)
     except options.BadOption as exc:
         _say(str(exc))
         return 2
+    quiet = opts.quiet
+    try:
+        image = load_image(env, opts.root)
+    except Exception:  # noqa: BLE001 - never block the container on a broken image.json
+        image = _UNREAD  # plan reads it again and names the problem
+    why = options.override_problem(opts, image.get("kernel_sets", []) if isinstance(image, dict) else None)
+    if why:  # an override the image cannot meet: one line, before anything is probed or written
+        _say(why)
+        return 2
     share_with_group()
     try:
-        p = plan(env)
+        p = plan(env, image)
     except Exception as exc:  # noqa: BLE001 - never block the container on our own bug
         _say(f"probe failed ({type(exc).__name__}: {exc}); running the command without a kernel-set choice")
         return exec_command(argv, env)

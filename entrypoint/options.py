@@ -15,9 +15,9 @@ bounded by probes._show.shown; nothing is probed, written or run):
   STAGECRAFT_STRICT      spaces around ignored): on. Anything else: exit 2.
   STAGECRAFT_DEVICE      unset or empty: no preference. One of probes.types.FAMILIES
                          exactly; anything else: exit 2.
-  STAGECRAFT_KERNEL_SET  unset or empty: none. Any other value is looked up among the
-                         image's kernel sets when choosing (an unknown one: exit 2 there,
-                         probes.select.choose).
+  STAGECRAFT_KERNEL_SET  unset or empty: none. Any other value must name one of the
+                         image's kernel sets (override_problem, before probing; exit 2),
+                         as STAGECRAFT_DEVICE must name a family the image has a set for.
   STAGECRAFT_REPORT      unset or empty: the runtime locations (entrypoint.runtime). An
                          absolute path without NUL; a relative one: exit 2 (it would name a
                          different file in every working directory). A path where a node
@@ -37,6 +37,7 @@ import os
 TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from typing import Any
 
 DEFAULT_BUDGET_S = 2.0
 MIN_BUDGET_S = 0.001  # below it no probe answers (a probe's grace aside): as good as 0
@@ -125,3 +126,22 @@ def read(env: Mapping[str, str]) -> Options:
                    report=_path(env, "STAGECRAFT_REPORT"),
                    root=_path(env, "STAGECRAFT_PROBE_ROOT", directory=True) or "/",
                    image_json=_path(env, "STAGECRAFT_IMAGE_JSON"))
+
+
+def override_problem(opts: Options, kernel_sets: list[Any] | None) -> str:
+    """Why the overrides ask for what the image does not carry, in one line, or "".
+    ``kernel_sets``: image.json's list (None: no image.json; nothing to check against).
+    The same refusals probes.select.choose makes after probing, made before it (issue 22:
+    a bad value is one line, exit 2, nothing probed or written)."""
+    if kernel_sets is None:
+        return ""
+    from probes._show import shown
+
+    names = [str(s.get("name")) for s in kernel_sets if isinstance(s, dict)]
+    if opts.kernel_set and opts.kernel_set not in names:
+        return (f"refusing to start: STAGECRAFT_KERNEL_SET={shown(opts.kernel_set)}: no such kernel set "
+                f"(this image has: {', '.join(names) or 'none'})")
+    if opts.device and not any(isinstance(s, dict) and s.get("device") == opts.device for s in kernel_sets):
+        return (f"refusing to start: STAGECRAFT_DEVICE={shown(opts.device)}: this image has no kernel set for it "
+                f"(it has: {', '.join(names) or 'none'})")
+    return ""

@@ -115,6 +115,26 @@ def test_forced_device_and_unknown_kernel_set(tmp_path: Path) -> None:
     assert cp.returncode == 2 and "no such kernel set" in cp.stderr, cp.stderr
 
 
+@pytest.mark.parametrize("env", [{"STAGECRAFT_KERNEL_SET": "nope"}, {"STAGECRAFT_DEVICE": "xpu"},
+                                 {"STAGECRAFT_KERNEL_SET": "cpu-baseline", "STAGECRAFT_DEVICE": "mlu"}],
+                         ids=["unknown-set", "device-without-set", "device-without-set-and-a-set"])
+def test_an_override_the_image_cannot_meet_is_one_line_before_any_probe(tmp_path: Path, env) -> None:
+    """Issue 22 review F12: an unknown kernel set was refused after probing (two lines, a
+    report written); it is checked against image.json's names first, as the device is.
+    The vendor tool stand-in would leave a mark had the XPU probe run."""
+    mark = tmp_path / "probed"
+    tool = tmp_path / "tools" / "xpu_smi"
+    tool.parent.mkdir()
+    tool.write_text(f"#!/bin/sh\ntouch {mark}\n")
+    tool.chmod(0o755)
+    cp = run(tmp_path, ["sh", "-c", "echo ran"], env={**env, "PATH": f"{tool.parent}:{os.environ['PATH']}"})
+    assert cp.returncode == 2 and cp.stdout == "", (cp.returncode, cp.stdout, cp.stderr)
+    lines = cp.stderr.splitlines()
+    assert len(lines) == 1 and ("(this image has: " in lines[0] or "(it has: " in lines[0]), lines
+    assert "cpu-baseline" in lines[0], lines
+    assert not (tmp_path / "run").exists() and not mark.exists()
+
+
 def test_gpu_chosen_with_stand_in_nvml(tmp_path: Path, lib: Path) -> None:
     env = {"LD_LIBRARY_PATH": str(lib.parent), "STAGECRAFT_NVML_CONFIG": str(NVML / "h200x8.conf")}
     cp = run(tmp_path, ["sh", "-c", 'echo "[${CUDA_VISIBLE_DEVICES-unset}] $STAGECRAFT_CHOSEN"'],
@@ -195,10 +215,9 @@ def test_a_bad_override_is_echoed_escaped_and_bounded(tmp_path: Path, var: str, 
     assert cp.returncode == 2, cp.stderr[:500]
     lines = cp.stderr.splitlines()
     assert lines[0].startswith(f"stagecraft: refusing to start: {var}='"), lines[:3]
-    if var == "STAGECRAFT_DEVICE":  # checked before probing (entrypoint.options): one line, no report
-        assert len(lines) == 1 and not (tmp_path / "run").exists(), lines
-    else:  # checked against the image's kernel sets, after probing: the report says what there is
-        assert len(lines) == 2 and lines[1].startswith("stagecraft: full report: "), lines
+    # checked before probing (entrypoint.options; the kernel set against image.json's
+    # names): one line, no report (issue 22 review F12: it was refused after probing)
+    assert len(lines) == 1 and not (tmp_path / "run").exists(), lines
     assert len(cp.stderr) < 1000, f"{len(cp.stderr)} characters echoed"
     assert not any(ch in cp.stderr[:-1] for ch in "\r\x1b\x85\u2028\u2029"), repr(cp.stderr)
     if len(value) > 100:
