@@ -13,6 +13,7 @@ import os
 import time
 
 KILL_WAIT_S = 1.0  # seconds to reap the tool after SIGKILL (the kernel needs milliseconds)
+GRACE_S = 0.1  # seconds of reading after the tool exited, for what is still in the pipe
 
 
 def _reap(proc: object) -> int | None:
@@ -31,28 +32,54 @@ def _reap(proc: object) -> int | None:
         return None
 
 
-def _drain(fd: int, deadline: float, limit: int) -> tuple[bytes, str]:
+def _exit_fd(pid: int) -> int | None:
+    """A pidfd that turns readable when ``pid`` exits (Linux 5.3+), or None (older kernels:
+    the caller polls instead)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _drain(fd: int, deadline: float, limit: int, proc: object) -> tuple[bytes, str]:
     """Read ``fd`` until end-of-file, the deadline (time.monotonic) or ``limit`` bytes;
-    (bytes read, "" or "timeout" or "flood")."""
+    (bytes read, "" or "timeout" or "flood"). Once the tool ``proc`` itself has exited,
+    reading goes on for at most GRACE_S: a child it left holding the pipe (a daemon it
+    forked) does not turn a finished answer into a timeout (issue 22 review F13)."""
     import select
 
     chunks: list[bytes] = []
     got = 0
     poller = select.poll()
     poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return b"".join(chunks), "timeout"
-        if not poller.poll(max(1, int(left * 1000))):
-            continue
-        b = os.read(fd, min(65536, limit + 1 - got))
-        if not b:
-            return b"".join(chunks), ""
-        chunks.append(b)
-        got += len(b)
-        if got > limit:
-            return b"".join(chunks)[:limit], "flood"
+    pidfd = _exit_fd(proc.pid)  # type: ignore[attr-defined]
+    if pidfd is not None:
+        poller.register(pidfd, select.POLLIN)
+    end, exited = deadline, False
+    try:
+        while True:
+            now = time.monotonic()
+            if not exited and proc.poll() is not None:  # type: ignore[attr-defined]
+                exited, end = True, min(deadline, now + GRACE_S)
+                if pidfd is not None:
+                    poller.unregister(pidfd)
+            left = end - now
+            if left <= 0:
+                return b"".join(chunks), ("" if exited and end < deadline else "timeout")
+            wait_ms = max(1, int(left * 1000)) if exited or pidfd is not None else min(50, max(1, int(left * 1000)))
+            ready = [f for f, _ in poller.poll(wait_ms)]
+            if fd not in ready:
+                continue
+            b = os.read(fd, min(65536, limit + 1 - got))
+            if not b:
+                return b"".join(chunks), ""
+            chunks.append(b)
+            got += len(b)
+            if got > limit:
+                return b"".join(chunks)[:limit], "flood"
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
 
 
 def run(argv: list[str], timeout_s: float, limit: int) -> tuple[int | None, str]:
@@ -70,7 +97,7 @@ def run(argv: list[str], timeout_s: float, limit: int) -> tuple[int | None, str]
         return None, f"cannot run: {exc}"
     assert proc.stdout is not None
     try:
-        data, why = _drain(proc.stdout.fileno(), t0 + budget, limit)
+        data, why = _drain(proc.stdout.fileno(), t0 + budget, limit, proc)
     except OSError as exc:
         data, why = b"", f"error {exc}"
     if why:
