@@ -25,7 +25,6 @@ from .basecache import share_base, take_base
 from .bases import ensure_base
 from .buildlog import BuildLog
 from .cabundle import SECRET_ID, CABundle
-from .capabilities import check_cache_options
 from .engine import Engine
 from .errors import BuildError
 from .plan import LABEL_STAGE, Plan, StageNode
@@ -126,7 +125,9 @@ class BuildReport:
 class BuildOptions:
     """``repository`` for final tags; ``state_dir`` for logs and contexts; ``jobs``
     stages at once; ``ca_bundle`` given to builds as a secret; ``journal`` records what
-    the tag phase did to names (for the message of a run that ends early)."""
+    the tag phase did to names (for the message of a run that ends early). The caller has
+    checked ``cache_from``/``cache_to`` against the engine (``capabilities.
+    check_cache_options``: ``build`` does it before anything else touches the engine)."""
 
     repository: str
     state_dir: Path
@@ -215,9 +216,6 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
         say(f"warning: {text}")
 
     cache_from, cache_to = opts.cache_from, opts.cache_to
-    if cache_from or cache_to:  # before anything is built: exit 2 if the engine cannot
-        check_cache_options(engine.facts(), cache_from.text if cache_from else None,
-                            cache_to.text if cache_to else None)
     if cache_to is not None and cache_to.kind == "local":
         try:
             Path(cache_to.location).mkdir(parents=True, exist_ok=True)

@@ -39,6 +39,14 @@ SHARED_RUNTIME_HELPERS = {
 }
 
 
+# The command line parses, checks, dispatches to stagecraft/pipeline/ and prints (issue 21):
+# it stays small, and it reaches few modules (a package's module counts once, however many
+# names it takes from it; function-level imports count).
+CLI_MODULE = "stagecraft.cli"
+CLI_MOST_LINES = 400
+CLI_MOST_MODULES = 8
+
+
 @pytest.fixture(scope="module")
 def uses() -> list[import_graph.Use]:
     return import_graph.read_uses(ROOT, PACKAGES)
@@ -95,6 +103,25 @@ def test_the_runtime_side_imports_nothing_of_the_driver(uses):
     found = _runtime_uses_of_driver(uses)
     assert not found, "probes/ and entrypoint/ run in every image, without stagecraft:\n" \
         + "\n".join(found)
+
+
+def _command_line_problems(root: Path, uses: list[import_graph.Use]) -> list[str]:
+    path = import_graph.module_files(root, ("stagecraft",))[CLI_MODULE]
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    imported = sorted(import_graph.graph(uses).get(CLI_MODULE, {}))
+    problems = []
+    if lines > CLI_MOST_LINES:
+        problems.append(f"{path.relative_to(root)} has {lines} lines (at most {CLI_MOST_LINES}): "
+                        "move the run into stagecraft/pipeline/")
+    if len(imported) > CLI_MOST_MODULES:
+        problems.append(f"{CLI_MODULE} imports {len(imported)} project modules (at most "
+                        f"{CLI_MOST_MODULES}): {', '.join(imported)}")
+    return problems
+
+
+def test_the_command_line_stays_small_and_reaches_few_modules(uses):
+    problems = _command_line_problems(ROOT, uses)
+    assert not problems, "\n".join(problems)
 
 
 # The reading itself, on made-up packages.
@@ -172,3 +199,21 @@ def test_the_runtime_rule_and_the_renderer_rule_see_indirect_and_late_imports(tm
         "entrypoint/run:2: entrypoint.run imports stagecraft",
         "probes/x.py:2: probes.x imports stagecraft.render",
     ]
+
+
+def test_the_command_line_rule_counts_lines_and_late_imports_once_per_module(tmp_path):
+    mods = [f"m{i}" for i in range(CLI_MOST_MODULES + 1)]
+    files = {"stagecraft/__init__.py": "", **{f"stagecraft/{m}.py": "x = 1\n" for m in mods}}
+    # the first two names come from one module (one count); the rest one each, the last
+    # inside a function
+    head = "from .m0 import x\nfrom .m0 import x as y\n" + "".join(
+        f"from . import {m}\n" for m in mods[1:-1])
+    late = f"def f():\n    from stagecraft import {mods[-1]}\n"
+    root = _tree(tmp_path, {**files, "stagecraft/cli.py": head + late})
+    found = _command_line_problems(root, import_graph.read_uses(root, ("stagecraft",)))
+    assert found == [f"{CLI_MODULE} imports {CLI_MOST_MODULES + 1} project modules (at most "
+                     f"{CLI_MOST_MODULES}): " + ", ".join(f"stagecraft.{m}" for m in mods)]
+    (root / "stagecraft/cli.py").write_text(head + "\n" * (CLI_MOST_LINES - head.count("\n") + 1))
+    found = _command_line_problems(root, import_graph.read_uses(root, ("stagecraft",)))
+    assert found == [f"stagecraft/cli.py has {CLI_MOST_LINES + 1} lines (at most {CLI_MOST_LINES}): "
+                     "move the run into stagecraft/pipeline/"]
