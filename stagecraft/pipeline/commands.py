@@ -39,17 +39,17 @@ def plan(args: argparse.Namespace) -> int:
 
 
 def ci_matrix(args: argparse.Namespace) -> int:
-    """``matrix`` (``pipeline.views.ci_jobs``)."""
-    from . import views
+    """``matrix`` (``pipeline.exports.ci_jobs``)."""
+    from . import exports
 
-    return views.ci_jobs(RunContext.from_args(args))
+    return exports.ci_jobs(RunContext.from_args(args))
 
 
 def bake(args: argparse.Namespace) -> int:
-    """``bake`` (``pipeline.views.bake``)."""
-    from . import views
+    """``bake`` (``pipeline.exports.bake``)."""
+    from . import exports
 
-    return views.bake(RunContext.from_args(args))
+    return exports.bake(RunContext.from_args(args))
 
 
 def probe(args: argparse.Namespace) -> int:

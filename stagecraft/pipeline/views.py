@@ -1,24 +1,21 @@
 """The commands that show the matrix and its plan without building: ``list``, ``render``,
-``plan`` (and ``build --dry-run``), ``matrix``, ``bake``, ``probe`` (this host and the
-tag that fits it) and ``catalog`` (a static site of the tags). Each returns its exit
+``plan`` (and ``build --dry-run``), ``probe`` (this host and the tag that fits it) and
+``catalog`` (a static site of the tags). ``matrix`` and ``bake`` are in ``exports``. Each returns its exit
 status; results go to stdout (or ``-o FILE``), notes to stderr."""
 
 from __future__ import annotations
 
-import json
 import sys
 
 from .. import probecmd, sourceinfo
 from ..catalog import cli as catalog_cli
-from ..ci import bake_file, ci_matrix, github_indexes, github_matrix, parse_bake_cache
 from ..errors import EXIT_FAILED, EXIT_OK, InputError
 from ..expand import ImageSpec
 from ..plan import full_dockerfile, up_to_stage
 from ..platforms import host_platform
-from ..publish import remote_repository, resolve_registry
 from .context import RunContext
 from .output import emit_json, say, write_output
-from .planning import bake_plan, base_for, base_source, choose_platforms, plan_for
+from .planning import base_for, base_source, choose_platforms, plan_for
 
 
 def list_tags(ctx: RunContext) -> int:
@@ -97,38 +94,6 @@ def show_plan(ctx: RunContext, chosen: list[ImageSpec]) -> int:
               f"{', '.join(r['tags'])}")
     todo = sum(not r["built"] for r in rows)
     print(f"{len(rows)} stages, {todo} to build, {len(rows) - todo} already built", file=sys.stderr)
-    return EXIT_OK
-
-
-def ci_jobs(ctx: RunContext) -> int:
-    """``matrix``: the CI job matrix, from the same plan as ``bake`` (bases pulled by
-    digest); ``--format github``/``github-indexes`` on one line for $GITHUB_OUTPUT."""
-    ctx.load()
-    the_plan = bake_plan(ctx, ctx.select(default_all=True))
-    if ctx.opts.format in ("github", "github-indexes"):  # one line: it goes into $GITHUB_OUTPUT
-        doc = github_matrix(the_plan) if ctx.opts.format == "github" else github_indexes(the_plan)
-        sys.stdout.write(json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n")
-    else:
-        emit_json({"repository": ctx.repository, "registry": ctx.opts.registry or ctx.matrix.registry,
-                   "images": ci_matrix(the_plan)})
-    return EXIT_OK
-
-
-def bake(ctx: RunContext) -> int:
-    """``bake``: the plan as a buildx bake file, each stage a target."""
-    ctx.load()
-    the_plan = bake_plan(ctx, ctx.select(default_all=True))
-    repository, registry = ctx.repository, ctx.opts.registry or ctx.matrix.registry
-    if registry:  # the same names `push` gives (a namespace replaces the repository's own)
-        registry, repository = remote_repository(resolve_registry(registry, ""), repository)
-    doc = bake_file(the_plan, repository, registry, parse_bake_cache(ctx.opts.cache))
-    text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
-    if ctx.opts.output:
-        write_output("-o", ctx.opts.output, text)
-        say(f"wrote {ctx.opts.output}: {len(doc['target'])} targets, "
-            f"{len(doc['group']['default']['targets'])} tagged")
-    else:
-        sys.stdout.write(text)
     return EXIT_OK
 
 
