@@ -1,6 +1,6 @@
-"""Command line: the parser, each command's options and their checks; the run itself is
-the pipeline's (``stagecraft.pipeline``), this module only dispatches to it and reports
-how it ended (one line on stderr, the exit status).
+"""Command line: the parser and each command's options, checked (``argcheck``) before
+anything runs. The run itself is the pipeline's (``stagecraft.pipeline``): this module
+dispatches to it and reports how it ended (one line on stderr, the exit status).
 
 Each command has its own options and its own ``--help`` (``build.py COMMAND --help``), as
 docker and buildx do; ``build`` is the default command, so ``build.py --tag T`` is
@@ -42,6 +42,7 @@ its ``NAME(args)`` in ``pipeline/commands.py``, and one ``command(NAME, SUMMARY,
 *option_groups)(commands.NAME)`` line below. ``command`` also works as a decorator of a
 ``run(args) -> exit status``.
 """
+
 from __future__ import annotations
 
 import argparse
