@@ -3,7 +3,7 @@ is probed, written or run.
 
 Each variable, what it accepts, and what happens otherwise (exit 2 is
 probes.select.EXIT_USAGE; the line names the variable and its value, quoted, escaped and
-bounded by probes._show.shown; nothing is probed, written or run):
+bounded by probes.show.shown; nothing is probed, written or run):
 
   STAGECRAFT_BUDGET_S    unset: 2 (seconds). Set: a decimal number of seconds, 0 < S <= 60
                          (``0.5``, ``2``, ``10.``). Empty, ``nan``, ``inf``, ``1e999``,
@@ -60,7 +60,7 @@ class Options:
 
 
 def _bad(var: str, value: str, why: str) -> BadOption:
-    from probes._show import shown
+    from probes.show import shown
 
     return BadOption(f"refusing to start: {var}={shown(value)}: {why}")
 
