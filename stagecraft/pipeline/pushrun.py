@@ -11,8 +11,9 @@ from .. import signing, tools
 from ..errors import EXIT_FAILED, EXIT_OK, InputError, Problem
 from ..expand import ImageSpec
 from ..indexcheck import IndexMismatch, sha256, skopeo_runner, verify_index
-from ..publish import EngineDaemon, RunManifest, gate, publish, remote_repository, resolve_registry
+from ..publish import EngineDaemon, gate, publish, remote_repository, resolve_registry
 from ..retry import RetryPolicy
+from ..runmanifest import RunManifest
 from . import signrun
 from .context import RunContext
 from .output import emit_json, say

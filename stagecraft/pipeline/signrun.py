@@ -11,8 +11,8 @@ from .. import signing, tools
 from ..builder import PROVENANCE_DIR
 from ..errors import EXIT_FAILED, EXIT_OK, BuildError
 from ..expand import ImageSpec
-from ..publish import RunManifest
 from ..registry import loopback
+from ..runmanifest import RunManifest
 from ..testing import sbom_path, write_sbom
 from .context import RunContext
 from .output import say
