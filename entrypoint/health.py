@@ -58,7 +58,7 @@ def _nvml(uuids: Sequence[str]) -> str:
 
 def check_nvidia(devices: Sequence[Mapping[str, Any]], budget_s: float) -> tuple[int, str]:
     """(exit status, line) for the chosen NVIDIA GPUs (report device dicts with ``uuid``)."""
-    from probes._budget import BudgetExceeded, call_within
+    from probes.budget import BudgetExceeded, call_within
 
     uuids = [str(d["uuid"]) for d in devices if d.get("uuid")]
     try:
@@ -80,15 +80,15 @@ def check_nodes(family: str, devices: Sequence[Mapping[str, Any]], root: str) ->
     """(exit status, line) for a device-node family: the chosen devices' nodes and the
     family's control nodes (its record's ``controls``; none for a family without a
     record) exist and may be opened read-write."""
-    from probes import _fs
+    from probes import fsread
     from probes.families import find
 
     fam = find(family)
     paths = [str(d["node"]) for d in devices if d.get("node")] + list(fam.controls if fam else ())
-    gone = [p for p in paths if not _fs.exists(root, p)]
+    gone = [p for p in paths if not fsread.exists(root, p)]
     if gone:
         return UNHEALTHY, f"unhealthy: {', '.join(gone)} gone"
-    denied = [p for p in paths if not _fs.may_open_rw(root, p)]
+    denied = [p for p in paths if not fsread.may_open_rw(root, p)]
     if denied:
         return UNHEALTHY, f"unhealthy: no permission on {', '.join(denied)}"
     return HEALTHY, f"healthy: {family} nodes present and usable ({len(paths)} checked)"
@@ -134,9 +134,9 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     path = runtime.find(env)
     report = None
     if path:
-        from probes import _fs
+        from probes import fsread
 
-        raw = _fs.read_file(path, runtime.MAX_REPORT)  # regular files only, never blocks
+        raw = fsread.read_file(path, runtime.MAX_REPORT)  # regular files only, never blocks
         try:
             report = json.loads(raw.decode("utf-8")) if raw is not None else None
         except (ValueError, RecursionError) as exc:

@@ -49,7 +49,7 @@ MAX_IMAGE_JSON = 1 << 20  # bytes read of image.json (the build writes a few KiB
 def _say(msg: str) -> None:
     """One line on stderr: line breaks and control characters in ``msg`` (which may carry
     values from the environment or a vendor tool) are escaped, its length bounded."""
-    from probes._show import one_line
+    from probes.show import one_line
 
     try:
         sys.stderr.write(f"stagecraft: {one_line(msg)}\n")
@@ -60,14 +60,14 @@ def _say(msg: str) -> None:
 
 def load_image(env: Mapping[str, str], root: str) -> dict[str, Any] | None:
     """image.json as a dict, None when the file is absent. Raises ValueError when broken,
-    not a regular file, unreadable or over MAX_IMAGE_JSON bytes (read through probes._fs:
+    not a regular file, unreadable or over MAX_IMAGE_JSON bytes (read through probes.fsread:
     a FIFO there does not hold the start)."""
     import json
 
-    from probes import _fs
+    from probes import fsread
 
-    path = env.get("STAGECRAFT_IMAGE_JSON") or _fs.at(root, IMAGE_JSON)
-    raw = _fs.read_file(path, MAX_IMAGE_JSON + 1)
+    path = env.get("STAGECRAFT_IMAGE_JSON") or fsread.at(root, IMAGE_JSON)
+    raw = fsread.read_file(path, MAX_IMAGE_JSON + 1)
     if raw is None:
         if not os.path.lexists(path):
             return None
@@ -91,7 +91,7 @@ def _env_problem(env: object) -> str:
         return "not an object"
     for k, v in env.items():
         if not (k and k.isascii() and (k[0].isalpha() or k[0] == "_") and k.replace("_", "a").isalnum()):
-            from probes._show import shown
+            from probes.show import shown
 
             return f"{shown(k, 60)} is not a variable name"
         if not isinstance(v, str) or "\0" in v:
@@ -209,7 +209,7 @@ def exec_command(argv: Sequence[str], env: Mapping[str, str]) -> int:
     if not cmd:
         cmd = ["/bin/bash"] if os.path.exists("/bin/bash") else ["/bin/sh"]
     if not cmd[0] or "\0" in cmd[0]:  # `docker run IMAGE ""`: no such command, as a shell says
-        from probes._show import shown
+        from probes.show import shown
 
         _say(f"{shown(cmd[0])}: command not found")
         return 127

@@ -3,7 +3,7 @@ is probed, written or run.
 
 Each variable, what it accepts, and what happens otherwise (exit 2 is
 probes.select.EXIT_USAGE; the line names the variable and its value, quoted, escaped and
-bounded by probes._show.shown; nothing is probed, written or run):
+bounded by probes.show.shown; nothing is probed, written or run):
 
   STAGECRAFT_BUDGET_S    unset: 2 (seconds). Set: a decimal number of seconds, 0.001 <= S
                          <= 60 (``0.5``, ``2``, ``10.``). Empty, ``nan``, ``inf``,
@@ -64,7 +64,7 @@ class Options:
 
 
 def _bad(var: str, value: str, why: str) -> BadOption:
-    from probes._show import shown
+    from probes.show import shown
 
     return BadOption(f"refusing to start: {var}={shown(value)}: {why}")
 
@@ -135,7 +135,7 @@ def override_problem(opts: Options, kernel_sets: list[Any] | None) -> str:
     a bad value is one line, exit 2, nothing probed or written)."""
     if kernel_sets is None:
         return ""
-    from probes._show import shown
+    from probes.show import shown
 
     names = [str(s.get("name")) for s in kernel_sets if isinstance(s, dict)]
     if opts.kernel_set and opts.kernel_set not in names:

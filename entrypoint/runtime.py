@@ -69,12 +69,12 @@ def kind(mode: int) -> str:
 
 def load(path: str) -> dict[str, Any] | None:
     """A report at ``path`` (a regular file, read non-blocking, at most MAX_REPORT bytes,
-    probes._fs) as a dict, or None when it is none."""
+    probes.fsread) as a dict, or None when it is none."""
     import json
 
-    from probes import _fs
+    from probes import fsread
 
-    raw = _fs.read_file(path, MAX_REPORT)
+    raw = fsread.read_file(path, MAX_REPORT)
     try:
         data = json.loads(raw.decode("utf-8")) if raw else None
     except (ValueError, RecursionError):
@@ -198,7 +198,7 @@ def write(text: str, env: Mapping[str, str]) -> tuple[str | None, str]:
 def _skipped_line(skipped: list[tuple[str, str]], written: str | None) -> str:
     if not skipped:
         return ""
-    from probes._show import shown
+    from probes.show import shown
 
     where = f"written to {written}" if written else "no writable location left"
     return (f"report not written to {', '.join(f'{shown(p, 200)} ({what})' for p, what in skipped)}: "

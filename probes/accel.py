@@ -10,17 +10,17 @@ if TYPE_CHECKING:
 
     from probes.families import Family
 
-from probes import _fs, visible
+from probes import fsread, visible
 from probes.types import ABSENT, UNUSABLE, Device, DeviceProbe
 
 GRACE_S = 0.5  # seconds past the budget before the whole probe is given up: its vendor
-# tool has the budget itself (probes._fs.run_tool) and says so more precisely
+# tool has the budget itself (probes.fsread.run_tool) and says so more precisely
 
 
 def timed(family: str, fn: Callable[[], DeviceProbe], budget_s: float | None = None) -> DeviceProbe:
-    """Run a probe body within ``budget_s`` + GRACE_S seconds (probes._budget; no limit
+    """Run a probe body within ``budget_s`` + GRACE_S seconds (probes.budget; no limit
     when None); never raise; stamp elapsed_ms. Past the budget: ``unusable``, "timeout"."""
-    from probes._budget import BudgetExceeded, call_within
+    from probes.budget import BudgetExceeded, call_within
 
     t0 = time.monotonic()
     try:
@@ -34,7 +34,7 @@ def timed(family: str, fn: Callable[[], DeviceProbe], budget_s: float | None = N
 
 def denied(root: str, paths: list[str]) -> list[str]:
     """The paths (that exist) this process may not open read-write."""
-    return [p for p in paths if _fs.exists(root, p) and not _fs.may_open_rw(root, p)]
+    return [p for p in paths if fsread.exists(root, p) and not fsread.may_open_rw(root, p)]
 
 
 def gate(root: str, fam: Family, env: Mapping[str, str]) -> tuple[list[tuple[int, str]], DeviceProbe | None, list[str]]:
@@ -49,7 +49,7 @@ def gate(root: str, fam: Family, env: Mapping[str, str]) -> tuple[list[tuple[int
     if why:
         return [], DeviceProbe(family, ABSENT, why), []
     where, prefix = fam.node_parts()
-    nodes = _fs.numbered(root, where, prefix)
+    nodes = fsread.numbered(root, where, prefix)
     if not nodes:
         return nodes, DeviceProbe(family, ABSENT, f"no {fam.title} visible (no {fam.nodes})"), []
     found = [Device(index=i, node=p) for i, p in nodes]
@@ -57,7 +57,7 @@ def gate(root: str, fam: Family, env: Mapping[str, str]) -> tuple[list[tuple[int
     if why:
         return [], DeviceProbe(family, ABSENT, why, notes=tuple(notes)), notes
     nodes = [(d.index, d.node) for d in kept]
-    missing = [p for p in fam.controls if not _fs.exists(root, p)]
+    missing = [p for p in fam.controls if not fsread.exists(root, p)]
     if missing:
         return nodes, DeviceProbe(family, UNUSABLE, f"{fam.nodes.replace('<N>', '*')} present but "
                                   + ", ".join(missing) + " missing (pass it with --device)"), notes
@@ -69,7 +69,7 @@ def gate(root: str, fam: Family, env: Mapping[str, str]) -> tuple[list[tuple[int
 
 
 def tool_failed(tool: str, why: str) -> str:
-    """The reason for a vendor tool that gave no answer (probes._fs.run_tool's text):
+    """The reason for a vendor tool that gave no answer (probes.fsread.run_tool's text):
     ``timeout: npu-smi info timed out after 2.0 s``, ``cnmon: printed more than ...``."""
     return f"timeout: {tool} {why}" if why.startswith("timed out") else f"{tool}: {why}"
 

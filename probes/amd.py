@@ -14,7 +14,7 @@ TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-from probes import _fs, accel, visible
+from probes import accel, fsread, visible
 from probes.families import get
 from probes.types import ABSENT, UNUSABLE, USABLE, Device, DeviceProbe
 
@@ -54,13 +54,13 @@ def _probe(root: str, env: Mapping[str, str]) -> DeviceProbe:
     if why:
         return DeviceProbe("amd", ABSENT, why)
     gpus = []
-    for node in _fs.listdir(root, TOPOLOGY):
-        props = parse_properties(_fs.read(root, f"{TOPOLOGY}/{node}/properties") or "")
+    for node in fsread.listdir(root, TOPOLOGY):
+        props = parse_properties(fsread.read(root, f"{TOPOLOGY}/{node}/properties") or "")
         if props.get("simd_count", 0) <= 0:
             continue
-        name = (_fs.read(root, f"{TOPOLOGY}/{node}/name") or "").strip()
+        name = (fsread.read(root, f"{TOPOLOGY}/{node}/name") or "").strip()
         gfx = gfx_name(props["gfx_target_version"]) if props.get("gfx_target_version") else name
-        mem = parse_properties(_fs.read(root, f"{TOPOLOGY}/{node}/mem_banks/0/properties") or "")
+        mem = parse_properties(fsread.read(root, f"{TOPOLOGY}/{node}/mem_banks/0/properties") or "")
         uid = props.get("unique_id")
         gpus.append(Device(index=int(node) if node.isdecimal() else len(gpus), name=name or gfx,
                            arch=gfx, memory_bytes=mem.get("size_in_bytes"),
@@ -72,8 +72,8 @@ def _probe(root: str, env: Mapping[str, str]) -> DeviceProbe:
         gpus, notes, why = visible.select("amd", gpus, env)
         if why:
             return DeviceProbe("amd", ABSENT, why, notes=tuple(notes))
-    kfd = _fs.exists(root, "/dev/kfd")
-    renders = _fs.numbered(root, *FAMILY.node_parts())
+    kfd = fsread.exists(root, "/dev/kfd")
+    renders = fsread.numbered(root, *FAMILY.node_parts())
     if not kfd and not gpus:
         return DeviceProbe("amd", ABSENT, "no AMD GPU visible (no /dev/kfd, no GPU in KFD topology)")
     if not kfd:
@@ -89,5 +89,5 @@ def _probe(root: str, env: Mapping[str, str]) -> DeviceProbe:
     if no:
         return DeviceProbe("amd", UNUSABLE, "no permission on " + ", ".join(no)
                            + " (add --group-add video / render)", devices=tuple(gpus))
-    version = (_fs.read(root, "/sys/module/amdgpu/version") or "").strip()
+    version = (fsread.read(root, "/sys/module/amdgpu/version") or "").strip()
     return DeviceProbe("amd", USABLE, devices=tuple(gpus), driver_version=version, notes=tuple(notes))

@@ -12,8 +12,8 @@ Files (kernel docs Documentation/admin-guide/cgroup-v2.rst and cgroup-v1/):
 v2 cpu.max ``"$MAX $PERIOD"`` (``max`` = no limit), cpuset.cpus.effective, memory.max;
 v1 cpu.cfs_quota_us (-1 = no limit) / cpu.cfs_period_us, cpuset.effective_cpus or
 cpuset.cpus, memory.limit_in_bytes (a huge value = no limit). Every file is read through
-probes._fs (regular files only, non-blocking, at most 64 KiB; mountinfo 1 MiB); CPU lists
-keep CPU numbers below probes._fs.MAX_CPUS; at most 64 ancestor directories are read.
+probes.fsread (regular files only, non-blocking, at most 64 KiB; mountinfo 1 MiB); CPU lists
+keep CPU numbers below probes.fsread.MAX_CPUS; at most 64 ancestor directories are read.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 else:
     from probes._record import NamedTuple
 
-from probes import _fs
+from probes import fsread
 
 UNLIMITED_MEMORY = 1 << 60
 MAX_DEPTH = 64  # cgroup directories read, the process's own and its ancestors
@@ -45,7 +45,7 @@ def _own_paths(root: str) -> tuple[dict[str, str], str | None]:
     """controller -> cgroup path (v1), and the v2 path ("0::/...") if any."""
     v1: dict[str, str] = {}
     v2 = None
-    for line in (_fs.read(root, "/proc/self/cgroup") or "").splitlines():
+    for line in (fsread.read(root, "/proc/self/cgroup") or "").splitlines():
         parts = line.split(":", 2)
         if len(parts) != 3:
             continue
@@ -61,7 +61,7 @@ def _own_paths(root: str) -> tuple[dict[str, str], str | None]:
 def _mounts(root: str) -> list[tuple[str, str, str, set[str]]]:
     """(fstype, mount root, mount point, super options) of cgroup mounts."""
     out = []
-    for line in (_fs.read(root, "/proc/self/mountinfo", _fs.LARGE) or "").splitlines():
+    for line in (fsread.read(root, "/proc/self/mountinfo", fsread.LARGE) or "").splitlines():
         left, sep, right = line.partition(" - ")
         if not sep:
             continue
@@ -87,7 +87,7 @@ def _dirs(root: str, mountpoint: str, mount_root: str, path: str | None) -> list
         else:
             rel = p
     start = mountpoint.rstrip("/") + rel
-    if not os.path.isdir(_fs.at(root, start)):
+    if not os.path.isdir(fsread.at(root, start)):
         start = mountpoint.rstrip("/")
     dirs = [start]
     while len(dirs[-1]) > len(mountpoint.rstrip("/")) and len(dirs) < MAX_DEPTH:
@@ -99,14 +99,14 @@ def _dirs(root: str, mountpoint: str, mount_root: str, path: str | None) -> list
 
 
 def _first(root: str, dirs: list[str], name: str) -> str | None:
-    val = _fs.read(root, f"{dirs[0]}/{name}")
+    val = fsread.read(root, f"{dirs[0]}/{name}")
     return val.strip() if val is not None else None
 
 
 def _min_over(root: str, dirs: list[str], name: str, parse) -> float | None:  # type: ignore[no-untyped-def]
     best = None
     for d in dirs:
-        raw = _fs.read(root, f"{d}/{name}")
+        raw = fsread.read(root, f"{d}/{name}")
         if raw is None:
             continue
         v = parse(raw.strip())
@@ -152,12 +152,12 @@ def _read(root: str) -> Limits:
     v1paths, v2path = _own_paths(root)
     mounts = _mounts(root)
     if not mounts:  # no mountinfo: guess the usual layout
-        if _fs.exists(root, "/sys/fs/cgroup/cgroup.controllers"):
+        if fsread.exists(root, "/sys/fs/cgroup/cgroup.controllers"):
             mounts = [("cgroup2", "/", "/sys/fs/cgroup", set())]
         else:
             for c, d in (("cpu", "cpu"), ("cpuset", "cpuset"), ("memory", "memory")):
                 for cand in (d, "cpu,cpuacct", "cpuacct,cpu"):
-                    if _fs.exists(root, f"/sys/fs/cgroup/{cand}"):
+                    if fsread.exists(root, f"/sys/fs/cgroup/{cand}"):
                         mounts.append(("cgroup", "/", f"/sys/fs/cgroup/{cand}", {c}))
                         break
     v1 = {c: m for m in mounts if m[0] == "cgroup" for c in m[3] if c in ("cpu", "cpuset", "memory")}
@@ -171,8 +171,8 @@ def _read(root: str) -> Limits:
             cpu_dir = dirs[0]
             vals = []
             for d in dirs:
-                q = _quota((_fs.read(root, f"{d}/cpu.cfs_quota_us") or "").strip(),
-                           (_fs.read(root, f"{d}/cpu.cfs_period_us") or "").strip())
+                q = _quota((fsread.read(root, f"{d}/cpu.cfs_quota_us") or "").strip(),
+                           (fsread.read(root, f"{d}/cpu.cfs_period_us") or "").strip())
                 if q is not None:
                     vals.append(q)
             quota = min(vals) if vals else None
@@ -180,7 +180,7 @@ def _read(root: str) -> Limits:
             _, mroot, mp, _ = v1["cpuset"]
             dirs = _dirs(root, mp, mroot, v1paths.get("cpuset"))
             txt = _first(root, dirs, "cpuset.effective_cpus") or _first(root, dirs, "cpuset.cpus")
-            cpuset = tuple(_fs.parse_range_list(txt)) if txt else None
+            cpuset = tuple(fsread.parse_range_list(txt)) if txt else None
         if "memory" in v1:
             _, mroot, mp, _ = v1["memory"]
             dirs = _dirs(root, mp, mroot, v1paths.get("memory"))
@@ -192,7 +192,7 @@ def _read(root: str) -> Limits:
         dirs = _dirs(root, mp, mroot, v2path)
         quota = _min_over(root, dirs, "cpu.max", _v2_cpu)
         txt = _first(root, dirs, "cpuset.cpus.effective")
-        cpuset = tuple(_fs.parse_range_list(txt)) if txt else None
+        cpuset = tuple(fsread.parse_range_list(txt)) if txt else None
         m = _min_over(root, dirs, "memory.max", _int_limit)
         return Limits(2, quota, cpuset or None, int(m) if m is not None else None, dirs[0])
     return Limits()

@@ -2,9 +2,9 @@
 
 Reads root/proc/cpuinfo (its first MiB: the first processor's block and the processor
 count, which only stands in when the online list is missing), root/sys/devices/system/
-cpu/online and the cgroup files (see probes.cgroup), each through probes._fs (regular
+cpu/online and the cgroup files (see probes.cgroup), each through probes.fsread (regular
 files only, non-blocking, capped). CPU lists count only CPU numbers below the online
-list's highest + 1 (else probes._fs.MAX_CPUS). When root is ``/`` the scheduler affinity
+list's highest + 1 (else probes.fsread.MAX_CPUS). When root is ``/`` the scheduler affinity
 (sched_getaffinity) is taken into account too. Runs within its time budget like every
 probe. Never raises: an unreadable /proc/cpuinfo, or a probe past its budget, gives state
 ``unusable`` with empty flags (the selection then only accepts kernel sets with no CPU
@@ -16,14 +16,14 @@ import math
 import os
 import time
 
-from probes import _fs, cpuflags, hwcap
+from probes import cpuflags, fsread, hwcap
 from probes.cgroup import read_limits
 from probes.types import UNUSABLE, USABLE, CpuProbe
 
 
 def parse_cpuinfo(text: str) -> dict[str, object]:
     """/proc/cpuinfo text -> {vendor, model, arch, flags (frozenset), processors (int: the
-    distinct ``processor`` numbers, at most probes._fs.MAX_CPUS)}."""
+    distinct ``processor`` numbers, at most probes.fsread.MAX_CPUS)}."""
     first: dict[str, str] = {}
     numbers: set[str] = set()  # each processor once, at most MAX_CPUS of them (issue 22 review)
     for line in text.splitlines():
@@ -31,7 +31,7 @@ def parse_cpuinfo(text: str) -> dict[str, object]:
         if not sep:
             continue
         key, val = key.strip(), val.strip()
-        if key == "processor" and len(numbers) < _fs.MAX_CPUS:
+        if key == "processor" and len(numbers) < fsread.MAX_CPUS:
             numbers.add(val)
         first.setdefault(key, val)
     processors = len(numbers)
@@ -82,9 +82,9 @@ def _emulated(arch: str, flags: frozenset, notes: list[str],
 
 
 def probe(root: str = "/", budget_s: float = 1.0) -> CpuProbe:
-    """Probe the CPU within ``budget_s`` seconds (probes._budget); see the module
+    """Probe the CPU within ``budget_s`` seconds (probes.budget); see the module
     docstring. Never raises: past the budget the result is ``unusable`` ("timeout")."""
-    from probes._budget import BudgetExceeded, call_within
+    from probes.budget import BudgetExceeded, call_within
 
     t0 = time.monotonic()
     n = os.cpu_count() or 1
@@ -101,7 +101,7 @@ def probe(root: str = "/", budget_s: float = 1.0) -> CpuProbe:
 
 def _probe(root: str) -> CpuProbe:
     notes: list[str] = []
-    text = _fs.read(root, "/proc/cpuinfo", _fs.LARGE)
+    text = fsread.read(root, "/proc/cpuinfo", fsread.LARGE)
     info = parse_cpuinfo(text or "")
     state, reason = USABLE, ""
     if text is None:
@@ -113,12 +113,12 @@ def _probe(root: str) -> CpuProbe:
         arch, flags = _emulated(arch, flags, notes)
     level = cpuflags.isa_level(flags) if arch == "x86_64" else None
 
-    online_txt = _fs.read(root, "/sys/devices/system/cpu/online")
-    online_list = _fs.parse_range_list(online_txt) if online_txt else []
+    online_txt = fsread.read(root, "/sys/devices/system/cpu/online")
+    online_list = fsread.parse_range_list(online_txt) if online_txt else []
     online = len(online_list) or int(info["processors"]) or (os.cpu_count() or 1)  # type: ignore[call-overload]
 
     lim = read_limits(root)
-    bound = online_list[-1] + 1 if online_list else _fs.MAX_CPUS
+    bound = online_list[-1] + 1 if online_list else fsread.MAX_CPUS
     cpuset = sum(1 for c in lim.cpuset if c < bound) if lim.cpuset else None
     cpuset = cpuset or None
     if root in ("", "/") and hasattr(os, "sched_getaffinity"):

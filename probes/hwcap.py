@@ -43,7 +43,7 @@ def aarch64_features(hwcap: int, hwcap2: int) -> frozenset[str]:
 
 def read_auxv(path: str = "/proc/self/auxv") -> bytes | None:
     """This process's auxiliary vector (at most 64 KiB; a real one is a few hundred
-    bytes), or None when it cannot be read or is not a regular file (probes._fs)."""
-    from probes import _fs
+    bytes), or None when it cannot be read or is not a regular file (probes.fsread)."""
+    from probes import fsread
 
-    return _fs.read_file(path, _fs.SMALL)
+    return fsread.read_file(path, fsread.SMALL)

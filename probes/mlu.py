@@ -14,7 +14,7 @@ TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-from probes import _fs, accel
+from probes import accel, fsread
 from probes.families import get
 from probes.types import UNUSABLE, USABLE, Device, DeviceProbe
 
@@ -53,10 +53,10 @@ def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
     if stop:
         return stop
     devs = [Device(index=i, node=p) for i, p in nodes]
-    tool = _fs.which(root, FAMILY.tools[0], env.get("PATH"), FAMILY.tool_dirs)
+    tool = fsread.which(root, FAMILY.tools[0], env.get("PATH"), FAMILY.tool_dirs)
     if tool is None:
         return DeviceProbe("mlu", USABLE, devices=tuple(devs), notes=(*notes, "cnmon not found; models unknown"))
-    rc, out = _fs.run_tool([tool], max(0.1, budget_s - (time.monotonic() - t0)))
+    rc, out = fsread.run_tool([tool], max(0.1, budget_s - (time.monotonic() - t0)))
     if rc is None:
         return DeviceProbe("mlu", UNUSABLE, accel.tool_failed("cnmon", out), devices=tuple(devs))
     if rc != 0:

@@ -20,7 +20,7 @@ TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-from probes import _fs, accel
+from probes import accel, fsread
 from probes.families import get
 from probes.types import UNUSABLE, USABLE, Device, DeviceProbe
 
@@ -51,17 +51,17 @@ def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
     nodes, stop, vis_notes = accel.gate(root, FAMILY, env)
     if stop:
         return stop
-    info = _fs.read(root, "/usr/local/Ascend/driver/version.info") or ""
+    info = fsread.read(root, "/usr/local/Ascend/driver/version.info") or ""
     m = re.search(r"^Version=(\S+)", info, re.MULTILINE)
     driver = m.group(1) if m else ""
     devs = [Device(index=i, node=p) for i, p in nodes]
     notes: list[str] = list(vis_notes)
-    tool = _fs.which(root, FAMILY.tools[0], env.get("PATH"), FAMILY.tool_dirs)
+    tool = fsread.which(root, FAMILY.tools[0], env.get("PATH"), FAMILY.tool_dirs)
     if tool is None:
         notes.append("npu-smi not found; chip names unknown")
         return DeviceProbe("npu", USABLE, devices=tuple(devs), driver_version=driver, notes=tuple(notes))
     left = max(0.1, budget_s - (time.monotonic() - t0))
-    rc, out = _fs.run_tool([tool, "info"], left)
+    rc, out = fsread.run_tool([tool, "info"], left)
     if rc is None:
         return DeviceProbe("npu", UNUSABLE, accel.tool_failed("npu-smi info", out), devices=tuple(devs),
                            driver_version=driver)

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-from probes import _fs
-from probes._budget import BudgetExceeded, call_within
+from probes import fsread
+from probes.budget import BudgetExceeded, call_within
 from probes.nvidia_visible import hidden_reason, visible
 from probes.types import ABSENT, UNUSABLE, USABLE, Device, DeviceProbe
 
@@ -54,11 +54,11 @@ def find_library(root: str, env: Mapping[str, str]) -> str | None:
     for d in env.get("LD_LIBRARY_PATH", "").split(":"):
         if d and os.path.isfile(os.path.join(d, LIBRARY)):
             return os.path.join(d, LIBRARY)
-    cache = _fs.read(root, "/etc/ld.so.cache", limit=4 << 20)
+    cache = fsread.read(root, "/etc/ld.so.cache", limit=4 << 20)
     if cache and LIBRARY in cache:
         return "ld.so.cache:" + LIBRARY
     for d in LOADER_DIRS:
-        if _fs.exists(root, f"{d}/{LIBRARY}"):
+        if fsread.exists(root, f"{d}/{LIBRARY}"):
             return f"{d}/{LIBRARY}"
     return None
 
@@ -196,8 +196,8 @@ def _probe(root: str, budget_s: float, env: Mapping[str, str]) -> DeviceProbe:
     why = hidden_reason(env)
     if why:
         return DeviceProbe("nvidia", ABSENT, why)
-    nodes = _fs.numbered(root, "/dev", "nvidia")
-    ctl = _fs.exists(root, "/dev/nvidiactl")
+    nodes = fsread.numbered(root, "/dev", "nvidia")
+    ctl = fsread.exists(root, "/dev/nvidiactl")
     lib = find_library(root, env)
     where = "/dev/nvidia* present" if nodes else "no /dev/nvidia*"
     if lib is None:
@@ -247,7 +247,7 @@ def _result(root: str, raw: dict[str, Any], nodes: list[tuple[int, str]], ctl: b
     if not chosen:
         return DeviceProbe(state=ABSENT, reason=vis_notes[0] if vis_notes else "no GPU selected",
                            notes=tuple(notes), **base)
-    if ctl and not _fs.may_open_rw(root, "/dev/nvidiactl"):
+    if ctl and not fsread.may_open_rw(root, "/dev/nvidiactl"):
         return DeviceProbe(state=UNUSABLE, reason="no permission on /dev/nvidiactl",
                            devices=tuple(chosen), notes=tuple(notes), **base)
     if not nodes and not ctl:

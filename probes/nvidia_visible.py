@@ -29,7 +29,7 @@ TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-from probes._show import shown
+from probes.show import shown
 from probes.types import Device
 
 

@@ -31,8 +31,8 @@ else:
     from probes._record import NamedTuple
 
 from probes import cpuflags
-from probes._show import shown
 from probes.families import find
+from probes.show import shown
 from probes.types import FAMILIES, USABLE
 
 UNKNOWN = "unknown"  # a build fact the matrix could not state (kernel_sets.schema.json)

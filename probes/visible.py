@@ -50,8 +50,8 @@ if TYPE_CHECKING:
     from probes.families import Visibility
     from probes.types import Device
 
-from probes._show import shown
 from probes.families import get
+from probes.show import shown
 
 
 def _rules(family: str) -> Visibility:

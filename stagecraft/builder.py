@@ -22,7 +22,6 @@ from .basecache import share_base, take_base
 from .bases import ensure_base
 from .buildreport import BuildReport, ImageResult
 from .cabundle import SECRET_ID, CABundle
-from .capabilities import check_cache_options
 from .engine import Engine
 from .errors import BuildError
 from .plan import Plan
@@ -38,7 +37,9 @@ PROVENANCE_DIR = "provenance"
 class BuildOptions:
     """``repository`` for final tags; ``state_dir`` for logs and contexts; ``jobs``
     stages at once; ``ca_bundle`` given to builds as a secret; ``journal`` records what
-    the tag phase did to names (for the message of a run that ends early)."""
+    the tag phase did to names (for the message of a run that ends early). The caller has
+    checked ``cache_from``/``cache_to`` against the engine (``capabilities.
+    check_cache_options``: ``build`` does it before anything else touches the engine)."""
 
     repository: str
     state_dir: Path
@@ -79,7 +80,7 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
         report.warnings.append(text)
         say(f"warning: {text}")
 
-    cache_to = _usable_cache_to(engine, opts, warn)
+    cache_to = _usable_cache_to(opts, warn)
     _ensure_bases(engine, plan, opts.cache_from, cache_to, say, warn)
     build_args = proxy_args()
     # BuildKit's provenance records the build arguments; proxy settings may carry
@@ -110,15 +111,10 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
     return report
 
 
-def _usable_cache_to(engine: Engine, opts: BuildOptions,
-                     warn: Callable[[str], None]) -> cache.CacheSpec | None:
+def _usable_cache_to(opts: BuildOptions, warn: Callable[[str], None]) -> cache.CacheSpec | None:
     """``opts.cache_to``, or None when a local cache directory cannot be made (warned).
-    Raises ``InputError`` (exit 2) before anything is built when the engine cannot use
-    the cache options (``check_cache_options``)."""
-    cache_from, cache_to = opts.cache_from, opts.cache_to
-    if cache_from or cache_to:  # before anything is built: exit 2 if the engine cannot
-        check_cache_options(engine.facts(), cache_from.text if cache_from else None,
-                            cache_to.text if cache_to else None)
+    The caller has checked it against the engine (see ``BuildOptions``)."""
+    cache_to = opts.cache_to
     if cache_to is not None and cache_to.kind == "local":
         try:
             Path(cache_to.location).mkdir(parents=True, exist_ok=True)

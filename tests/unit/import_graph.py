@@ -9,7 +9,7 @@ name``), or an attribute read through a name bound to a project module (``b.name
 
 Privacy, the usual Python convention: a name with a leading underscore (dunders aside)
 belongs to the module that defines it; a module with a leading underscore
-(``probes/_fs.py``) belongs to the package that holds it and its subpackages.
+(``pkg/_impl.py``) belongs to the package that holds it and its subpackages.
 """
 
 from __future__ import annotations

@@ -210,7 +210,7 @@ def test_start_path_imports_neither_typing_nor_ctypes_util(tmp_path: Path, lib: 
 ], ids=["newline", "line-separator-and-escape", "next-line", "100k"])
 def test_a_bad_override_is_echoed_escaped_and_bounded(tmp_path: Path, var: str, value: str) -> None:
     """Issue 13 item 7: an override holding a line break was echoed raw (two lines); any
-    value from the environment is shown quoted, escaped and cut (probes._show)."""
+    value from the environment is shown quoted, escaped and cut (probes.show)."""
     cp = run(tmp_path, ["true"], env={var: value})
     assert cp.returncode == 2, cp.stderr[:500]
     lines = cp.stderr.splitlines()

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from entrypoint import options, runtime
-from probes import _fs
+from probes import fsread
 from tests.unit import hostile
 from tests.unit.hostile import check_plan, check_run, machine
 
@@ -186,7 +186,7 @@ def test_odd_files_are_read_within_bounds(path: str, spec: object, tmp_path: Pat
     out = check_plan({**hostile.base_env(root, image, tmp_path / "run"), "STAGECRAFT_BUDGET_S": "1"})
     assert isinstance(out, dict) and out["chosen"], out
     cpu = out["probes"]["cpu"]
-    assert 1 <= cpu["effective_cpus"] <= _fs.MAX_CPUS and (cpu["cpuset"] or 0) <= _fs.MAX_CPUS, cpu
+    assert 1 <= cpu["effective_cpus"] <= fsread.MAX_CPUS and (cpu["cpuset"] or 0) <= fsread.MAX_CPUS, cpu
     assert not hostile.changed(before, hostile.snapshot(root))
 
 
@@ -207,10 +207,10 @@ def test_issue_22_cpuinfo_fifo_does_not_hang(tmp_path: Path) -> None:
 
 
 def test_range_lists_are_bounded() -> None:
-    assert _fs.parse_range_list("0-99999999") == list(range(_fs.MAX_CPUS))
-    assert _fs.parse_range_list("0-99999999", bound=16) == list(range(16))
-    assert _fs.parse_range_list("3,1-2,2,5-4,x,\u0661,1_0,-1") == [1, 2, 3]
-    assert _fs.parse_range_list("8191,8192,0") == [0, 8191]
+    assert fsread.parse_range_list("0-99999999") == list(range(fsread.MAX_CPUS))
+    assert fsread.parse_range_list("0-99999999", bound=16) == list(range(16))
+    assert fsread.parse_range_list("3,1-2,2,5-4,x,\u0661,1_0,-1") == [1, 2, 3]
+    assert fsread.parse_range_list("8191,8192,0") == [0, 8191]
 
 
 # --- vendor tools ---------------------------------------------------------------------

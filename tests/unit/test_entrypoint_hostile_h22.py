@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from probes import _fs
+from probes import fsread
 from tests.unit import hostile
 from tests.unit.hostile import check_plan, check_run, machine
 
@@ -36,8 +36,8 @@ def test_h22_cpuinfo_processor_count_is_bounded(kind: str, online: object, tmp_p
     out = check_plan({**hostile.base_env(root, image, tmp_path / "run"), "STAGECRAFT_BUDGET_S": "2"})
     assert isinstance(out, dict), out
     cpu = out["probes"]["cpu"]
-    assert 1 <= cpu["online"] <= _fs.MAX_CPUS and 1 <= cpu["effective_cpus"] <= _fs.MAX_CPUS, cpu
-    want = 1 if kind == "repeated" else min(_fs.MAX_CPUS, 100000 if kind == "distinct" else 20000)
+    assert 1 <= cpu["online"] <= fsread.MAX_CPUS and 1 <= cpu["effective_cpus"] <= fsread.MAX_CPUS, cpu
+    want = 1 if kind == "repeated" else min(fsread.MAX_CPUS, 100000 if kind == "distinct" else 20000)
     assert cpu["online"] == want, cpu
 
 

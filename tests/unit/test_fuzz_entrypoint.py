@@ -185,12 +185,12 @@ def test_a_budget_never_silently_drops_working_gpus(budget: str, lib: Path) -> N
 @given(parts=st.lists(st.tuples(st.integers(0, 20000), st.one_of(st.none(), st.integers(0, 20000))), max_size=12),
        bound=st.integers(0, 20000))
 def test_cpu_lists_match_a_plain_reading(parts: list[tuple[int, int | None]], bound: int) -> None:
-    """probes._fs.parse_range_list against the obvious set arithmetic, clipped at the
+    """probes.fsread.parse_range_list against the obvious set arithmetic, clipped at the
     bound and at MAX_CPUS."""
-    from probes import _fs
+    from probes import fsread
 
     text = ",".join(str(a) if b is None else f"{a}-{b}" for a, b in parts)
     want = set()
     for a, b in parts:
         want.update(range(a, (a if b is None else b) + 1))
-    assert _fs.parse_range_list(text, bound) == sorted(c for c in want if c < min(bound, _fs.MAX_CPUS))
+    assert fsread.parse_range_list(text, bound) == sorted(c for c in want if c < min(bound, fsread.MAX_CPUS))

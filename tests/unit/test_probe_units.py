@@ -10,7 +10,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from probes import _fs, amd, cpuflags, mlu, npu, nvidia, probe_all, xpu
+from probes import amd, cpuflags, fsread, mlu, npu, nvidia, probe_all, xpu
 from probes.cpu import parse_cpuinfo
 from probes.nvidia_visible import visible
 from probes.report import best_tag, host_report, probes_from_dict, probes_to_dict
@@ -40,8 +40,8 @@ def test_level_names_and_aliases() -> None:
 
 
 def test_range_list() -> None:
-    assert _fs.parse_range_list("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11]
-    assert _fs.parse_range_list("") == []
+    assert fsread.parse_range_list("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11]
+    assert fsread.parse_range_list("") == []
 
 
 def test_cpu_probe_without_cpuinfo_is_unusable_not_raising(tmp_path: Path) -> None:
@@ -170,7 +170,7 @@ def test_probe_all_limits_families(tmp_path: Path) -> None:
 
 
 def test_shown_and_one_line_keep_values_on_one_bounded_line() -> None:
-    from probes._show import one_line, shown
+    from probes.show import one_line, shown
 
     assert shown("0,1") == "'0,1'"
     assert shown("a\nb\u2028c") == "'a\\nb\\u2028c'"

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from probes import (
-    _fs,
+    fsread,
     probe_all,
 )
 from probes.select import EXIT_REFUSED, EXIT_USAGE, Overrides, choose
@@ -320,8 +320,8 @@ def _run(sc: Sc, tmp_path: Path, lib: Path | None, monkeypatch: pytest.MonkeyPat
         assert cp.returncode == 0, cp.stderr
         return json.loads(cp.stdout)
     denied = {str(root) + p for p in sc.deny}
-    real = _fs.may_open_rw
-    monkeypatch.setattr(_fs, "may_open_rw", lambda r, p: _fs.at(r, p) not in denied and real(r, p))
+    real = fsread.may_open_rw
+    monkeypatch.setattr(fsread, "may_open_rw", lambda r, p: fsread.at(r, p) not in denied and real(r, p))
     probes = probe_all(str(root), 1.0, sorted({s["device"] for s in sc.sets}), env)
     c = choose(probes, sc.sets, sc.ov)
     return {"name": c.name, "exit": c.exit_code, "message": c.message, "warnings": list(c.warnings),
