@@ -169,7 +169,8 @@ ARG SOURCE_DATE_EPOCH
 # virtual environment on the distro's Python 3.11.
 # System libraries this framework build loads, and those the frameworks' common toolkits
 # load, so that installing one (`pip install paddleocr`) works as it is. A layer of its
-# own: `docker history` shows its size.
+# own: `docker history` shows its size. libGL.so.1 comes without Mesa's GLX vendor (the
+# base stage stands in for it: matrix.yaml apt_stand_ins), so no DRI drivers or LLVM.
 #   libgl1: libGL.so.1, which OpenCV's cv2 module links (PaddleOCR, PaddleDetection import cv2)
 #   libglib2.0-0: libglib-2.0.so.0 and libgthread-2.0.so.0, which OpenCV's cv2 module links
 # (The shell is the base stage's bash with pipefail; hadolint reads each FROM on its own.)
