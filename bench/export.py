@@ -76,9 +76,14 @@ def parse(lines: list[tuple[float, str]]) -> dict:
             steps[names[vid][:60]] = float(done.group(1))
             last = max(last, at)
             continue
+        if done and names[vid].startswith("exporting to "):
+            phases["exporter total"] = float(done.group(1))
+            continue
         phase = _PHASE.match(text)
         if phase and not text.startswith("sha256:"):
             name = re.sub(r" sha256:[0-9a-f]+", "", phase.group(1))
+            # "rewriting layers with source-date-epoch 1783764997 (2026-07-11 ...)"
+            name = re.sub(r"(source-date-epoch) \d+ \(.*\)$", r"\1", name)
             phases[name] = max(phases.get(name, 0.0), float(phase.group(2)))
     return {"steps": steps, "phases": phases, "last_step_at": last, "error": error}
 
