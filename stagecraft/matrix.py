@@ -394,7 +394,7 @@ def _stage_shaped(stage: Any) -> bool:
     return (isinstance(stage, dict) and isinstance(stage.get("template"), str)
             and all(isinstance(stage.get(k, []), list)
                     and all(isinstance(v, str) for v in stage.get(k, []))
-                    for k in ("uses", "copies", "tests")))
+                    for k in ("uses", "copies", "tests", "parents")))
 
 
 def _text(data: dict[str, Any], key: str, taint: _Taint, default: str = "") -> str:
