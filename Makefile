@@ -5,7 +5,8 @@
 #   make test                unit tests, then every image built once and validated
 #                            (arm64 images under emulation: set-up registers qemu), on
 #                            this host's engine and, the CPU images, on a modern one
-#                            beside it that set-up makes or restarts (scripts/modern-engine.sh)
+#                            beside it that set-up makes or restarts (scripts/modern-engine.sh),
+#                            and under rootless Podman (set-up: scripts/podman-setup.sh)
 #   make lint                ruff, hadolint on every rendered Dockerfile, actionlint
 #   make golden              regenerate the rendered-Dockerfile golden files
 #   make push TAG=2.6.2-cpu REGISTRY=host:port  push a tested image, then its aliases
@@ -33,7 +34,7 @@ unit:
 	$(PYTHON) -m pytest tests/unit -q
 
 test: PLATFORMS = linux/amd64,linux/arm64
-test: SETUP_ARGS = --with-modern-engine
+test: SETUP_ARGS = --with-modern-engine --with-podman
 test: setup
 	$(PYTHON) -m pytest tests/unit tests/integration -q -rs --durations=40
 

@@ -239,6 +239,11 @@ def start(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     from entrypoint.tmpdir import tmpdir_env
 
     env.update(tmpdir_env(env, path))
+    # h26: no writable $HOME (any uid, read-only root): Jupyter's runtime dir and the
+    # like beside the report (homeless.py)
+    from entrypoint.homeless import home_env
+
+    env.update(home_env(env, path))
     if not quiet:
         _say(report["line"])
         for w in choice.warnings:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The modern engine the tests run beside the host's: Docker 26 with buildx and the
-# containerd image store, from Debian 13 (trixie) packages only, running in a container
+# The modern engine the tests run beside the host's: Docker 26 with buildx, the
+# containerd image store and CDI (`--device nvidia.com/gpu=all`; specs from /etc/cdi,
+# /var/run/cdi and share/cdi, see modern-engine/daemon.json), from Debian 13 (trixie) packages only, running in a container
 # of the host's engine, with a registry (Debian's docker-registry) in its own network
 # namespace. Users do not need it: stagecraft builds on whatever engine they have.
 #

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Rootless Podman for tests/integration/test_podman.py: Debian's podman (bookworm: 4.3;
+# Rootless Podman for tests/integration/test_podman.py and test_kube.py: Debian's podman (bookworm: 4.3;
 # trixie: 5.x) with what rootless needs (uidmap: newuidmap/newgidmap; slirp4netns: the
-# network; fuse-overlayfs: overlay storage where the kernel's own cannot nest), and one
-# non-root user with subordinate uid/gid ranges and a runtime directory.
+# network; fuse-overlayfs: overlay storage where the kernel's own cannot nest;
+# catatonit: the init of the pause image that `podman kube play` builds locally for a
+# pod's infra container, as no registry is reachable to pull one), and one non-root user with subordinate uid/gid ranges and a runtime directory.
 #
 # Usage (as root): scripts/podman-setup.sh           set up; a no-op for what exists
 #                  scripts/podman-setup.sh --check   say what is missing; exit 1 if any
@@ -13,7 +14,7 @@ set -euo pipefail
 
 USER_NAME="${STAGECRAFT_PODMAN_USER:-stagecraft-podman}"
 SUBIDS="${STAGECRAFT_PODMAN_SUBIDS:-200000:65536}"
-PACKAGES=(podman uidmap slirp4netns fuse-overlayfs)
+PACKAGES=(podman uidmap slirp4netns fuse-overlayfs catatonit)
 
 die() { echo "podman-setup: $*" >&2; exit 2; }
 say() { echo "podman-setup: $*" >&2; }

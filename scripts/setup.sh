@@ -14,13 +14,19 @@
 # - With --with-modern-engine (what `make test` passes): the modern engine the tests run
 #   beside this one (Docker 26 + buildx from Debian 13 packages, in a container of this
 #   engine; scripts/modern-engine.sh up).
+# - With --with-podman (what `make test` passes): rootless Podman for
+#   tests/integration/test_podman.py (scripts/podman-setup.sh: Debian's podman, a non-root
+#   user with subordinate ids, its runtime directory /run/user/UID, which a boot empties,
+#   so this step also repairs a machine that has rebooted since the last set-up).
 # Every step is a no-op where its result is already present.
 set -euo pipefail
 with_modern=0
+with_podman=0
 for arg in "$@"; do
   case "$arg" in
     --with-modern-engine) with_modern=1 ;;
-    *) printf 'setup: unknown option %s (known: --with-modern-engine)\n' "$arg" >&2; exit 2 ;;
+    --with-podman) with_podman=1 ;;
+    *) printf 'setup: unknown option %s (known: --with-modern-engine, --with-podman)\n' "$arg" >&2; exit 2 ;;
   esac
 done
 cd "$(dirname "$0")/.."
@@ -154,4 +160,17 @@ done
 log "ready: Docker engine $( (/usr/bin/docker version --format '{{.Server.Version}}' 2>/dev/null || docker version --format '{{.Server.Version}}') )"
 if [ "$with_modern" = 1 ]; then
   bash scripts/modern-engine.sh up
+fi
+if [ "$with_podman" = 1 ]; then
+  # --check is quiet about nothing: it names each missing piece; podman-setup.sh itself
+  # is a no-op for what exists, so it runs only when something is missing.
+  if ! bash scripts/podman-setup.sh --check 2>/dev/null; then
+    if [ "$(id -u)" = 0 ]; then
+      bash scripts/podman-setup.sh
+    else
+      bash scripts/podman-setup.sh --check || true
+      log "rootless Podman is not ready (the lines above): run scripts/podman-setup.sh as root (sudo), then run this again"
+      exit 2
+    fi
+  fi
 fi

@@ -1,5 +1,5 @@
-"""What a BuildKit build did, read from its plain progress output (``--progress=plain``),
-line by line. Pure.
+"""What a BuildKit build did, and why a failed one failed (``failure_reason``), read from
+its plain progress output (``--progress=plain``), line by line. Pure.
 
 BuildKit numbers each vertex of the solve (``#6 [2/3] RUN ...``) and reports its end
 with ``#6 CACHED``, ``#6 DONE 1.2s`` or ``#6 ERROR: ...``. Cache imports show as
@@ -119,3 +119,93 @@ class BuildLog:
                 for v in self.vertices.values()
                 if v.name.startswith("importing cache manifest") and v.error
                 and not _MISSING.search(v.error)]
+
+
+# Why a build failed, from the tail of its output.
+
+# The docker client's words when its connection to the daemon broke during a build
+# (docker/cli: "cannot write <iidfile> because server did not provide an image ID").
+LOST_RE = re.compile(r"server did not provide an image ID|error reading from server: EOF|"
+                     r"Cannot connect to the Docker daemon")
+STEP_RE = re.compile(r"^#\d+ \[([^\]]+)\] (.*)$")
+
+
+def step_started(line: str) -> str | None:
+    """``[stage 2/5] RUN ...`` when the output ``line`` is a step's first line (not its
+    ``DONE`` or ``CACHED`` report), else None."""
+    m = STEP_RE.match(line)
+    if m and not m.group(2).startswith(("DONE", "CACHED")):
+        return f"[{m.group(1)}] {m.group(2)}"
+    return None
+
+
+_STEP_OUTPUT = re.compile(r"^#\d+ \d+\.\d+ (.*)$")
+_STEP_ERROR = re.compile(r"(^|\b)(ERROR|Error|error|E:|fatal|Traceback)\b")
+
+
+def failure_reason(lines: list[str]) -> str:
+    """The most telling line of a failed build's plain-progress output: the last error
+    line printed by the failing step itself (pip's, apt's), else BuildKit's own error,
+    without the step prefix; at most 300 characters."""
+    out = [m.group(1) for m in map(_STEP_OUTPUT.match, lines) if m]
+    mismatch = _pip_hash_mismatch(out) or _pip_unreachable(out)
+    if mismatch:
+        return mismatch
+    ours = [ln.strip() for ln in out if ln.lstrip().startswith("stagecraft: ")]
+    if ours:  # a check of our own templates said what failed (a locked hash or version)
+        return ours[-1][:300]
+    own = [ln for ln in out if _STEP_ERROR.search(ln)]
+    if own:
+        return own[-1].strip()[:300]
+    kit = [ln for ln in lines if "ERROR" in ln or "error" in ln]
+    return (kit[-1] if kit else lines[-1] if lines else "no output").strip()[:300]
+
+
+_PIP_RETRY = re.compile(r"Retrying \(Retry\(.*?\)\) after connection broken by '(.+)': (\S+)\s*$")
+_PIP_NOT_FOUND = ("Could not find a version", "No matching distribution", "ResolutionImpossible")
+
+
+def _pip_unreachable(out: list[str]) -> str | None:
+    """pip's "no version found" when pip never reached the index (a dead proxy, no
+    route): the connection error of its retries is the cause, not the requirement.
+    pip prints ``WARNING: Retrying (Retry(total=4, ...)) after connection broken by
+    'ProxyError('Cannot connect to proxy.', NewConnectionError('<...object at 0x...>:
+    Failed to establish a new connection: [Errno 111] Connection refused'))': /simple/six/``
+    before ``ERROR: Could not find a version that satisfies the requirement ...``.
+    None when the output shows no such retries."""
+    retries = [m for m in map(_PIP_RETRY.search, out) if m]
+    if not retries or not any(word in ln for ln in out for word in _PIP_NOT_FOUND):
+        return None
+    cause = re.sub(r"<[^<>]*object at 0x[0-9a-f]+>: ", "", retries[-1].group(1))
+    return (f"pip could not reach the package index ({cause[:200]}; {len(retries)} "
+            f"attempt(s) at {retries[-1].group(2)[:80]}); check HTTPS_PROXY/HTTP_PROXY and "
+            "the network")
+
+
+def _pip_hash_mismatch(out: list[str]) -> str | None:
+    """pip's report of a file whose hash is not the locked one, as one line naming the
+    package and both hashes; None when the output has none. pip prints::
+
+        ERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE. ...
+            numpy==1.26.4 from https://.../numpy-1.26.4-cp311-...whl:
+                Expected sha256 0000...
+                     Got        666d...
+    """
+    start = next((i for i, ln in enumerate(out) if "DO NOT MATCH THE HASHES" in ln), None)
+    if start is None:
+        return None
+    name = expected = got = None
+    for ln in out[start + 1:start + 12]:
+        text = ln.strip()
+        if name is None and " from " in text:
+            name = text.split(" from ", 1)[0]
+        elif text.startswith("Expected sha256 "):
+            expected = text.split()[-1]
+        elif text.startswith("Got ") and expected:
+            got = text.split()[-1]
+            break
+    if not (name and expected and got):
+        return None
+    return (f"hash mismatch for {name}: lock sha256:{expected}, downloaded sha256:{got} "
+            "(a file that is not the locked one; run `build.py lock --upgrade` only if the "
+            "change is expected)")

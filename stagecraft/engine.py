@@ -1,112 +1,29 @@
-"""The Docker engine: the SDK for images (inspect, tag, import, pull, remove), and the
-docker CLI for BuildKit builds, through whichever path works on this host.
-
-BuildKit is reached either through ``docker buildx build`` (any client with the buildx
-plugin) or a classic client (< 23) with ``DOCKER_BUILDKIT=1`` and the daemon's embedded
-BuildKit. Docker CLI 23+ without buildx refuses BuildKit builds ("BuildKit is enabled but
-the buildx component is missing"), so it is skipped. ``detect_builder`` tries every
-``docker`` on PATH; ``STAGECRAFT_DOCKER`` names one client to use.
+"""The Docker engine: the SDK for images (inspect, tag, import, pull, remove, save,
+load, push), and BuildKit builds through the docker client that ``buildpath`` found
+(its command line: ``buildpath.build_argv``; its output read by ``buildlog``; an OCI
+layout export loaded by ``layoutload``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 import docker
 import docker.errors
 
 from . import platforms, retry
-from .buildlog import BuildLog
-from .capabilities import EngineFacts, parse_buildx_inspect
+from .buildlog import LOST_RE, BuildLog, failure_reason, step_started
+from .buildpath import Builder, build_argv, buildx_facts, detect_builder
+from .capabilities import EngineFacts
 from .errors import BuildError, InputError
-
-VERSION_RE = re.compile(r"^\d+\.\d+")  # what `docker version --format {{.Client.Version}}` prints
-# The docker client's words when its connection to the daemon broke during a build
-# (docker/cli: "cannot write <iidfile> because server did not provide an image ID").
-LOST_RE = re.compile(r"server did not provide an image ID|error reading from server: EOF|"
-                     r"Cannot connect to the Docker daemon")
-STEP_RE = re.compile(r"^#\d+ \[([^\]]+)\] (.*)$")
-
-
-@dataclass(frozen=True)
-class Builder:
-    """A working BuildKit path: ``client`` (docker CLI path), ``argv`` before the build
-    options (``["buildx", "build", "--load", "--provenance=false"]`` or ``["build"]``) and
-    the extra ``env``. buildx attaches a provenance attestation by default where the engine
-    can (the containerd image store), which makes every stage image an image index: stage
-    images are intermediate, so they stay plain images (one manifest per platform) on every
-    engine, and a tag is an index only when it holds several platforms."""
-
-    client: str
-    argv: tuple[str, ...]
-    env: tuple[tuple[str, str], ...]
-    version: str
-
-    def describe(self) -> str:
-        """One line: which client and how it reaches BuildKit."""
-        how = "buildx" if self.argv[0] == "buildx" else "DOCKER_BUILDKIT=1"
-        return f"{self.client} {self.version} ({how})"
-
-
-def _clients() -> list[str]:
-    forced = os.environ.get("STAGECRAFT_DOCKER")
-    if forced:
-        return [forced]
-    seen: list[str] = []
-    for d in os.environ.get("PATH", "").split(os.pathsep) + ["/usr/bin", "/usr/local/bin"]:
-        p = Path(d) / "docker"
-        if p.is_file() and os.access(p, os.X_OK):
-            real = str(p.resolve())
-            if real not in [str(Path(s).resolve()) for s in seen]:
-                seen.append(str(p))
-    return seen
-
-
-def _run(argv: list[str], env: dict[str, str] | None = None, timeout: float = 20) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
-
-
-def detect_builder() -> Builder:
-    """The first docker client on this host that builds with BuildKit.
-
-    Raises ``InputError`` (exit 2) with what to do when none does.
-    """
-    tried = []
-    forced = os.environ.get("STAGECRAFT_DOCKER")
-    for client in _clients():
-        try:
-            version = _run([client, "version", "--format", "{{.Client.Version}}"]).stdout.strip()
-            if not VERSION_RE.match(version):  # /bin/true, a script, another tool: not docker
-                tried.append(f"{client} (does not answer `version` as a docker client: "
-                             f"{version[:60]!r})")
-                continue
-            buildx = _run([client, "buildx", "version"])
-            if buildx.returncode == 0 and "buildx" in buildx.stdout:
-                return Builder(client, ("buildx", "build", "--load", "--provenance=false"), (), version)
-            major = int(version.split(".")[0]) if version[:1].isdigit() else 0
-            if 18 <= major < 23:
-                return Builder(client, ("build",), (("DOCKER_BUILDKIT", "1"),), version)
-            tried.append(f"{client} {version or '?'} (no buildx plugin)")
-        except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
-            tried.append(f"{client} ({exc})")
-    if forced:
-        raise InputError.one(f"STAGECRAFT_DOCKER={forced[:200]}", "not a docker client that "
-                             f"builds with BuildKit ({'; '.join(tried)})",
-                             "name a docker CLI with the buildx plugin (or one older than 23), "
-                             "or unset it to search PATH")
-    raise InputError.one("docker", "no docker client here can build with BuildKit"
-                         + (f" (tried {', '.join(tried)})" if tried else " (none on PATH)"),
-                         "install the buildx plugin (docker-buildx-plugin), or a docker CLI < 23")
+from .layoutload import load_layout
 
 
 class Engine:
@@ -256,34 +173,30 @@ class Engine:
         its id is the same for every build of the same inputs. Raises ``BuildError``
         naming the log on failure.
         """
-        b = self.builder
-        head = list(b.argv)
         layout = None
         if (source_date_epoch or provenance_dir) and self.rewrites_timestamps:
             layout = iidfile.with_name(iidfile.name + ".oci")
-            opts = f"type=oci,dest={layout},tar=false"
-            if source_date_epoch:
-                opts += ",rewrite-timestamp=true"
-            head = [a for a in head if a != "--load"] + ["--output", opts]
-            if provenance_dir is not None:
-                head = [("--provenance=mode=min" if a == "--provenance=false" else a) for a in head]
-        argv = [b.client, *head, "--progress=plain", "-f", str(dockerfile),
-                "--iidfile", str(iidfile)]
-        if source_date_epoch:
-            argv += ["--build-arg", f"SOURCE_DATE_EPOCH={int(source_date_epoch)}"]
         metadata = iidfile.with_name(iidfile.name + ".metadata.json")
-        if b.argv[0] == "buildx":
-            argv += ["--metadata-file", str(metadata)]
-        for sid, src in sorted(secrets.items()):
-            argv += ["--secret", f"id={sid},src={src}"]
-        for k, v in sorted((build_args or {}).items()):
-            # A value that came from the environment (proxies with credentials) is passed
-            # by name: the client reads it from its environment, and it stays out of the
-            # argv (visible in ps) and the log.
-            argv += ["--build-arg", k if os.environ.get(k) == v else f"{k}={v}"]
-        argv += list(extra_args)
-        argv.append(str(context))
-        env = {**os.environ, **dict(b.env)}
+        argv = build_argv(self.builder, dockerfile, context, iidfile, secrets=secrets,
+                          build_args=build_args or {}, extra_args=extra_args,
+                          source_date_epoch=source_date_epoch, layout=layout,
+                          provenance=provenance_dir is not None, metadata=metadata)
+        rc, tail = self._run_logged(argv, log_path, progress, on_step)
+        if rc != 0 or not iidfile.exists():
+            self._raise_failed(rc, tail, log_path)
+        if layout is not None:
+            try:
+                return load_layout(self.builder, layout, log_path, provenance_dir, self.image_id)
+            finally:
+                shutil.rmtree(layout, ignore_errors=True)
+        return self._built_id(iidfile.read_text().strip(), metadata)
+
+    def _run_logged(self, argv: list[str], log_path: Path, progress: BuildLog | None,
+                    on_step: Callable[[str], None] | None) -> tuple[int, list[str]]:
+        """Run the build ``argv``, its output to ``log_path`` (mode 0600: build arguments
+        may be secret), ``progress`` and ``on_step``; cancelled by ``stop_builds``.
+        Returns (exit status, the last 400 lines of output)."""
+        env = {**os.environ, **dict(self.builder.env)}
         log_path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with open(fd, "w", encoding="utf-8") as log:
@@ -301,9 +214,9 @@ class Engine:
                     if progress is not None:
                         progress.feed(line)
                     tail = (tail + [line.rstrip()])[-400:]
-                    m = STEP_RE.match(line)
-                    if m and on_step and not m.group(2).startswith(("DONE", "CACHED")):
-                        on_step(f"[{m.group(1)}] {m.group(2)}")
+                    step = step_started(line)
+                    if step and on_step:
+                        on_step(step)
                 rc = proc.wait()
             except BaseException:
                 proc.terminate()
@@ -312,64 +225,20 @@ class Engine:
             finally:
                 with self._lock:
                     self._running.discard(proc)
-        if rc != 0 or not iidfile.exists():
-            reason = failure_reason(tail)
-            if not self.answers():  # the client's last words are a symptom, not the cause
-                raise BuildError(f"the Docker engine stopped answering during the build (the "
-                                 f"client said: {reason[:160]}); log: {log_path}")
-            if LOST_RE.search(reason):
-                reason = ("the client lost its connection to the Docker engine mid-build (it "
-                          f"said: {reason[:160]})")
-            raise BuildError(f"build failed (exit {rc}): {reason}; log: {log_path}")
-        if layout is not None:
-            try:
-                return self.load_layout(layout, log_path, provenance_dir)
-            finally:
-                shutil.rmtree(layout, ignore_errors=True)
-        return self._built_id(iidfile.read_text().strip(), metadata)
+        return rc, tail
 
-    def load_layout(self, layout: Path, log_path: Path, provenance_dir: Path | None = None) -> str:
-        """Load the single image of the OCI layout directory ``layout`` (a build's
-        ``--output type=oci,tar=false``) into the engine (``docker load`` of it as a tar
-        stream); returns its manifest digest, the engine's id for it. When the layout
-        holds an index of the image and BuildKit's attestation manifest, the SLSA
-        provenance statement is written to ``provenance_dir`` (when given) and the image
-        manifest alone is loaded, under the index's name annotations. ``docker load``'s
-        output is appended to ``log_path``. Raises ``BuildError``."""
-        from .ocilayout import single_image
-
-        try:
-            manifest, statements = single_image(layout)
-        except (OSError, ValueError, KeyError) as exc:
-            raise BuildError(f"the build's OCI layout is not one image ({exc}); log: {log_path}") from None
-        if provenance_dir is not None:
-            for statement in statements:
-                if statement.get("predicateType", "").startswith("https://slsa.dev/provenance/"):
-                    provenance_dir.mkdir(parents=True, exist_ok=True)
-                    out = provenance_dir / f"{manifest.removeprefix('sha256:')}.intoto.json"
-                    out.write_text(json.dumps(statement, indent=1, sort_keys=True) + "\n")
-        b = self.builder
-        with open(log_path, "a", encoding="utf-8") as log:
-            log.write(f"$ tar -C {layout} -cf - . | {b.client} load\n")
-            log.flush()
-            tar = subprocess.Popen(["tar", "-C", str(layout), "-cf", "-", "."], stdout=subprocess.PIPE)
-            try:
-                proc = subprocess.run([b.client, "load"], stdin=tar.stdout, stdout=log,
-                                      stderr=subprocess.STDOUT, env={**os.environ, **dict(b.env)},
-                                      timeout=3600)
-            except subprocess.TimeoutExpired:
-                tar.kill()
-                raise BuildError(f"loading the built image took over an hour; log: {log_path}") from None
-            finally:
-                assert tar.stdout is not None
-                tar.stdout.close()
-                tar.wait()
-        if proc.returncode != 0 or tar.returncode != 0:
-            raise BuildError(f"loading the built image failed (docker load exit {proc.returncode}, "
-                             f"tar exit {tar.returncode}); log: {log_path}")
-        if self.image_id(manifest) is None:
-            raise BuildError(f"the engine has no image {manifest[:19]} after loading it; log: {log_path}")
-        return manifest
+    def _raise_failed(self, rc: int, tail: list[str], log_path: Path) -> None:
+        """Raise the ``BuildError`` of a failed build: its own reason (``failure_reason``
+        of the output's ``tail``), or the engine's when the engine stopped answering or
+        the client lost its connection."""
+        reason = failure_reason(tail)
+        if not self.answers():  # the client's last words are a symptom, not the cause
+            raise BuildError(f"the Docker engine stopped answering during the build (the "
+                             f"client said: {reason[:160]}); log: {log_path}")
+        if LOST_RE.search(reason):
+            reason = ("the client lost its connection to the Docker engine mid-build (it "
+                      f"said: {reason[:160]})")
+        raise BuildError(f"build failed (exit {rc}): {reason}; log: {log_path}")
 
     def _built_id(self, iid: str, metadata: Path) -> str:
         """The engine's id of the image a build wrote. The iidfile holds the config digest
@@ -377,8 +246,6 @@ class Engine:
         digest, which buildx's metadata file names (``containerimage.digest``)."""
         if self.image_id(iid) is not None or not metadata.is_file():
             return iid
-        import json
-
         digest = json.loads(metadata.read_text()).get("containerimage.digest", "")
         return digest if digest and self.image_id(digest) is not None else iid
 
@@ -478,13 +345,7 @@ class Engine:
             info = self.client.info()
             containerd = self.containerd_store
             b = self.builder
-            fields: dict[str, str] = {}
-            buildx_version = ""
-            if b.argv[0] == "buildx":
-                env = dict(b.env)
-                words = _run([b.client, "buildx", "version"], env).stdout.split()
-                buildx_version = words[1] if len(words) > 1 else ""
-                fields = parse_buildx_inspect(_run([b.client, "buildx", "inspect"], env).stdout)
+            buildx_version, fields = buildx_facts(b)
             self._facts = EngineFacts(
                 engine_version=str(version.get("Version", "")),
                 api_version=str(version.get("ApiVersion", "")),
@@ -557,79 +418,6 @@ class Engine:
                     raise BuildError(f"push of {ref} failed: {event['error']}")
         except docker.errors.DockerException as exc:
             raise BuildError(f"push of {ref} failed: {_short(exc)}") from None
-
-
-
-_STEP_OUTPUT = re.compile(r"^#\d+ \d+\.\d+ (.*)$")
-_STEP_ERROR = re.compile(r"(^|\b)(ERROR|Error|error|E:|fatal|Traceback)\b")
-
-
-def failure_reason(lines: list[str]) -> str:
-    """The most telling line of a failed build's plain-progress output: the last error
-    line printed by the failing step itself (pip's, apt's), else BuildKit's own error,
-    without the step prefix; at most 300 characters."""
-    out = [m.group(1) for m in map(_STEP_OUTPUT.match, lines) if m]
-    mismatch = _pip_hash_mismatch(out) or _pip_unreachable(out)
-    if mismatch:
-        return mismatch
-    ours = [ln.strip() for ln in out if ln.lstrip().startswith("stagecraft: ")]
-    if ours:  # a check of our own templates said what failed (a locked hash or version)
-        return ours[-1][:300]
-    own = [ln for ln in out if _STEP_ERROR.search(ln)]
-    if own:
-        return own[-1].strip()[:300]
-    kit = [ln for ln in lines if "ERROR" in ln or "error" in ln]
-    return (kit[-1] if kit else lines[-1] if lines else "no output").strip()[:300]
-
-
-_PIP_RETRY = re.compile(r"Retrying \(Retry\(.*?\)\) after connection broken by '(.+)': (\S+)\s*$")
-_PIP_NOT_FOUND = ("Could not find a version", "No matching distribution", "ResolutionImpossible")
-
-
-def _pip_unreachable(out: list[str]) -> str | None:
-    """pip's "no version found" when pip never reached the index (a dead proxy, no
-    route): the connection error of its retries is the cause, not the requirement.
-    pip prints ``WARNING: Retrying (Retry(total=4, ...)) after connection broken by
-    'ProxyError('Cannot connect to proxy.', NewConnectionError('<...object at 0x...>:
-    Failed to establish a new connection: [Errno 111] Connection refused'))': /simple/six/``
-    before ``ERROR: Could not find a version that satisfies the requirement ...``.
-    None when the output shows no such retries."""
-    retries = [m for m in map(_PIP_RETRY.search, out) if m]
-    if not retries or not any(word in ln for ln in out for word in _PIP_NOT_FOUND):
-        return None
-    cause = re.sub(r"<[^<>]*object at 0x[0-9a-f]+>: ", "", retries[-1].group(1))
-    return (f"pip could not reach the package index ({cause[:200]}; {len(retries)} "
-            f"attempt(s) at {retries[-1].group(2)[:80]}); check HTTPS_PROXY/HTTP_PROXY and "
-            "the network")
-
-
-def _pip_hash_mismatch(out: list[str]) -> str | None:
-    """pip's report of a file whose hash is not the locked one, as one line naming the
-    package and both hashes; None when the output has none. pip prints::
-
-        ERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE. ...
-            numpy==1.26.4 from https://.../numpy-1.26.4-cp311-...whl:
-                Expected sha256 0000...
-                     Got        666d...
-    """
-    start = next((i for i, ln in enumerate(out) if "DO NOT MATCH THE HASHES" in ln), None)
-    if start is None:
-        return None
-    name = expected = got = None
-    for ln in out[start + 1:start + 12]:
-        text = ln.strip()
-        if name is None and " from " in text:
-            name = text.split(" from ", 1)[0]
-        elif text.startswith("Expected sha256 "):
-            expected = text.split()[-1]
-        elif text.startswith("Got ") and expected:
-            got = text.split()[-1]
-            break
-    if not (name and expected and got):
-        return None
-    return (f"hash mismatch for {name}: lock sha256:{expected}, downloaded sha256:{got} "
-            "(a file that is not the locked one; run `build.py lock --upgrade` only if the "
-            "change is expected)")
 
 
 def _short(exc: Exception) -> str:

@@ -99,15 +99,7 @@ def expand(matrix: Matrix) -> list[ImageSpec]:
         raise InputError.one(matrix.locate(["images"]), f"the image groups make {total} "
                              f"combinations; at most {MAX_IMAGES}", "split the matrix or use exclude")
     for group in matrix.groups:
-        combos, unused = _combinations(group)
-        if not combos:
-            problems.append(Problem(group.where, f"image group {group.name!r} produces no image: "
-                                    "exclude removes every combination", "loosen exclude"))
-        for i in unused:
-            where = group.exclude_where[i] if i < len(group.exclude_where) else group.where
-            problems.append(Problem(where, f"image group {group.name!r}: exclude entry "
-                                    f"{_describe(group.exclude[i])} matches no combination",
-                                    "remove it or fix its names"))
+        combos = _group_combinations(group, problems)
         try:
             tag_tpl = tagexpr.compile_expression(group.tag)
             alias_tpls = [tagexpr.compile_expression(a) for a in group.aliases]
@@ -118,49 +110,13 @@ def expand(matrix: Matrix) -> list[ImageSpec]:
         for combo in combos:
             components = {axis: matrix.component(axis, name)
                           for axis, name in combo.items() if name is not None}
-            context = {axis: components.get(axis) for axis in combo}
-            try:
-                tag = tagexpr.render(tag_tpl, context)
-                aliases = [tagexpr.render(a, context) for a in alias_tpls]
-            except Exception as exc:  # noqa: BLE001 - any failure of a user expression is bad input
-                problems.append(Problem(group.where, f"image group {group.name!r}: tag "
-                                f"template fails for {_describe(combo)}: {clip(str(exc), 200)}",
-                                "fix the tag or aliases expression"))
+            names = _names(group, combo, components, tag_tpl, alias_tpls, problems)
+            if names is None:
                 continue
-            aliases = list(dict.fromkeys(a for a in aliases if a and a != tag))
-            bad_names = [n for n in (tag, *aliases) if not TAG_RE.match(n)]
-            if bad_names:
-                problems.append(Problem(group.where, f"image group {group.name!r}: "
-                                f"{clip(bad_names[0])} is not a valid Docker tag",
-                                "tags use letters, digits, '_', '.', '-' (at most 128)"))
-                continue
-            for name in (tag, *aliases):
-                if name in owner:
-                    other_tag, other_group, other_where = owner[name]
-                    problems.append(Problem(group.where, f"image group {group.name!r}: "
-                                    f"{name!r} is claimed by {other_tag!r} too (group "
-                                    f"{other_group!r}, {other_where})",
-                                    "make the tag and alias templates unique"))
-                owner.setdefault(name, (tag, group.name, group.where))
-            for rule in compat.check(matrix, components, group.platforms):
-                problems.append(Problem(group.where, f"image {tag!r}: {rule}",
-                                        "change the combination or the compatibility table"))
-            for issue in kernels.problems(kernels.complete(components["framework"], components)):
-                problems.append(Problem(matrix.locate(["components", "framework",
-                                                       components["framework"]["name"], "kernel_sets"]),
-                                        f"image {tag!r}: {issue}", "see probes/kernel_sets.schema.json"))
-            chain = tuple(s for s in group.chain
-                          if all(components.get(t) is not None for t in matrix.stages[s].uses))
-            parents = {s: matrix.stages[s].parents for s in group.chain}
-            broken = chains.chain_problem(chain, parents)
-            # Once a group, for its first image; the chain as written is checked at load.
-            if broken and group.name not in chain_broken and not chains.chain_problem(group.chain, parents):
-                chain_broken.add(group.name)
-                problems.append(Problem(matrix.locate(["images", group.index, "chain"]),
-                                        f"image group {group.name!r}: image {tag!r} leaves out "
-                                        f"the stages of its unset components, and then "
-                                        f"{broken[1]}", chains.hint(
-                                            {n: st.parents for n, st in matrix.stages.items()})))
+            tag, aliases = names
+            _claim(group, tag, aliases, owner, problems)
+            _rule_problems(matrix, group, tag, components, problems)
+            chain = _chain(matrix, group, tag, components, chain_broken, problems)
             tests = [t for s in chain for t in matrix.stages[s].tests]
             for comp in components.values():  # the framework's, a toolkit's own suites
                 tests += list(comp.get("tests", ()))
@@ -171,6 +127,92 @@ def expand(matrix: Matrix) -> list[ImageSpec]:
     if problems:
         raise InputError(problems)
     return specs
+
+
+def _group_combinations(group: Group, problems: list[Problem]) -> list[dict[str, Any]]:
+    """The combinations of ``group``'s axes its exclude entries leave; adds to
+    ``problems`` a group that makes none and each exclude entry that matches none."""
+    combos, unused = _combinations(group)
+    if not combos:
+        problems.append(Problem(group.where, f"image group {group.name!r} produces no image: "
+                                "exclude removes every combination", "loosen exclude"))
+    for i in unused:
+        where = group.exclude_where[i] if i < len(group.exclude_where) else group.where
+        problems.append(Problem(where, f"image group {group.name!r}: exclude entry "
+                                f"{_describe(group.exclude[i])} matches no combination",
+                                "remove it or fix its names"))
+    return combos
+
+
+def _names(group: Group, combo: dict[str, Any], components: dict[str, Any], tag_tpl: Any,
+           alias_tpls: list[Any], problems: list[Problem]) -> tuple[str, list[str]] | None:
+    """(tag, aliases) of one combination, rendered from the group's templates; aliases
+    empty or equal to the tag dropped, repeats once. None, with the problem added, when a
+    template fails or renders no valid Docker tag."""
+    context = {axis: components.get(axis) for axis in combo}
+    try:
+        tag = tagexpr.render(tag_tpl, context)
+        aliases = [tagexpr.render(a, context) for a in alias_tpls]
+    except Exception as exc:  # noqa: BLE001 - any failure of a user expression is bad input
+        problems.append(Problem(group.where, f"image group {group.name!r}: tag "
+                        f"template fails for {_describe(combo)}: {clip(str(exc), 200)}",
+                        "fix the tag or aliases expression"))
+        return None
+    aliases = list(dict.fromkeys(a for a in aliases if a and a != tag))
+    bad_names = [n for n in (tag, *aliases) if not TAG_RE.match(n)]
+    if bad_names:
+        problems.append(Problem(group.where, f"image group {group.name!r}: "
+                        f"{clip(bad_names[0])} is not a valid Docker tag",
+                        "tags use letters, digits, '_', '.', '-' (at most 128)"))
+        return None
+    return tag, aliases
+
+
+def _claim(group: Group, tag: str, aliases: list[str], owner: dict[str, tuple[str, str, str]],
+           problems: list[Problem]) -> None:
+    """Record ``tag`` and ``aliases`` in ``owner`` (name -> (tag, group, where)); a name
+    another image claimed first is a problem."""
+    for name in (tag, *aliases):
+        if name in owner:
+            other_tag, other_group, other_where = owner[name]
+            problems.append(Problem(group.where, f"image group {group.name!r}: "
+                            f"{name!r} is claimed by {other_tag!r} too (group "
+                            f"{other_group!r}, {other_where})",
+                            "make the tag and alias templates unique"))
+        owner.setdefault(name, (tag, group.name, group.where))
+
+
+def _rule_problems(matrix: Matrix, group: Group, tag: str, components: dict[str, Any],
+                   problems: list[Problem]) -> None:
+    """The compatibility rules (``compat``) and kernel sets (``kernels``) image ``tag``
+    breaks, added to ``problems``."""
+    for rule in compat.check(matrix, components, group.platforms):
+        problems.append(Problem(group.where, f"image {tag!r}: {rule}",
+                                "change the combination or the compatibility table"))
+    for issue in kernels.problems(kernels.complete(components["framework"], components)):
+        problems.append(Problem(matrix.locate(["components", "framework",
+                                               components["framework"]["name"], "kernel_sets"]),
+                                f"image {tag!r}: {issue}", "see probes/kernel_sets.schema.json"))
+
+
+def _chain(matrix: Matrix, group: Group, tag: str, components: dict[str, Any],
+           chain_broken: set[str], problems: list[Problem]) -> tuple[str, ...]:
+    """The stages of image ``tag``: the group's chain without the stages of its unset
+    components. When that leaves an order the stages cannot build in (and the chain as
+    written can), a problem is added, once per group (``chain_broken``)."""
+    chain = tuple(s for s in group.chain
+                  if all(components.get(t) is not None for t in matrix.stages[s].uses))
+    parents = {s: matrix.stages[s].parents for s in group.chain}
+    broken = chains.chain_problem(chain, parents)
+    # Once a group, for its first image; the chain as written is checked at load.
+    if broken and group.name not in chain_broken and not chains.chain_problem(group.chain, parents):
+        chain_broken.add(group.name)
+        problems.append(Problem(matrix.locate(["images", group.index, "chain"]),
+                                f"image group {group.name!r}: image {tag!r} leaves out "
+                                f"the stages of its unset components, and then "
+                                f"{broken[1]}", chains.hint(
+                                    {n: st.parents for n, st in matrix.stages.items()})))
+    return chain
 
 
 def _describe(combo: dict[str, Any]) -> str:

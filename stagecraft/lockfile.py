@@ -1,4 +1,4 @@
-"""matrix.lock: every input of every image fixed by version and SHA-256. Pure: no network.
+"""matrix.lock: every input of every image fixed by version and SHA-256. No network.
 
 ``wanted(matrix, specs)`` derives from matrix.yaml what must be locked, as entries keyed by
 a readable name, each with its ``inputs`` (exactly what the resolution starts from):
@@ -17,13 +17,15 @@ deterministic JSON (sorted keys, one package per line, so a diff reads as a list
 package changes) sealed by an ``integrity`` digest over its content, so a truncated or
 hand-edited lock is refused. ``check`` compares a lock with what the matrix wants without
 touching the network (what CI runs), and ``changes`` lists ``package: old -> new``.
+``load_for`` reads the lock beside a matrix once; ``locked_entry`` finds one entry and
+checks its inputs (``stagelock`` builds what a stage installs from it; ``base_lock`` and
+``base_epoch`` answer for a bootstrapped base). The entries' keys: ``lockkeys``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,14 +33,21 @@ from typing import Any
 from . import lockcheck
 from .errors import InputError, Problem
 from .expand import ImageSpec
+from .lockkeys import (
+    apt_stage_name,
+    debian_arch,
+    debian_key,
+    normalize,
+    platforms,
+    python_key,
+    stage_apt,
+    stage_pins,
+    tool_key,
+)
 from .model import Matrix
 from .safetext import clip
 
 SCHEMA = "stagecraft-lock/1"
-DEFAULT_PLATFORM = "linux/amd64"
-PYPI = "https://pypi.org/simple"
-# Where a stage's Debian packages come from in matrix.yaml: stage -> component table.
-APT_TABLES = {"base": "base", "accel": "accel", "runtime": "framework"}
 
 
 def lock_path(matrix: Matrix) -> Path:
@@ -46,84 +55,13 @@ def lock_path(matrix: Matrix) -> Path:
     return matrix.path.with_suffix(".lock")
 
 
-def platforms(spec: ImageSpec) -> tuple[str, ...]:
-    """The OCI platforms (``linux/amd64``) an image is built for."""
-    found = getattr(spec, "platforms", None) or spec.components.get("platforms")
-    return tuple(found) if found else (DEFAULT_PLATFORM,)
-
-
-def _req_name(req: str) -> str:
-    """PEP 503 name of a requirement line (``Foo_Bar==1`` -> ``foo-bar``)."""
-    return re.sub(r"[-_.]+", "-", re.split(r"[\s=<>!~;@\[]", req.strip(), maxsplit=1)[0]).lower()
-
-
-def normalize(name: str) -> str:
-    """PEP 503 normalised distribution name."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def debian_key(spec: ImageSpec, platform: str) -> str:
-    """Key of the Debian entry of ``spec``'s base on ``platform``."""
-    return f"debian {spec.base['name']} {platform}"
-
-
-def stage_apt(components: dict[str, Any], stage: str) -> dict[str, Any]:
-    """The Debian packages (``{package: {"version", "why"}}``) a stage installs: the
-    base's ``apt`` for the base stage; for the runtime stage the framework's ``apt`` and
-    the base's ``toolkit_apt`` (what the frameworks' common toolkits load), one set; for
-    the accel stage the accel component's ``apt``."""
-    if stage == "base":
-        return dict((components.get("base") or {}).get("apt") or {})
-    if stage == "runtime":
-        return {**((components.get("base") or {}).get("toolkit_apt") or {}),
-                **((components.get("framework") or {}).get("apt") or {})}
-    if stage == "accel":  # what NCCL and cuFile RDMA load (rdma-core's user space)
-        return dict((components.get("accel") or {}).get("apt") or {})
-    return {}
-
-
-def apt_stage_name(spec: ImageSpec, stage: str) -> str:
-    """Name of a stage's apt set inside its Debian entry (``base``, ``runtime paddle-...``)."""
-    table = APT_TABLES[stage]
-    return stage if table == "base" else f"{stage} {spec.components[table]['name']}"
-
-
-def python_key(spec: ImageSpec, stage: str, platform: str) -> str | None:
-    """Key of the Python requirement set a stage installs, or None when it installs none."""
-    comps = spec.components
-    on = f"on {spec.base['name']} {platform}"
-    if stage == "runtime":
-        return f"runtime {comps['framework']['name']} {on}"
-    if stage == "jupyter" and comps.get("jupyter"):
-        return f"jupyter {comps['jupyter']['name']}+{comps['framework']['name']} {on}"
-    if stage == "toolkit" and comps.get("toolkit"):
-        return f"toolkit {comps['toolkit']['name']}+{comps['framework']['name']} {on}"
-    if stage in ("cuda", "accel") and comps.get(stage) and comps[stage].get("pypi") \
-            and comps[stage].get("source", "pypi") == "pypi":
-        return f"{stage} {comps[stage]['name']} {on}"
-    return None
-
-
-def _stage_pins(spec: ImageSpec, upto: str) -> list[str]:
-    """``pkg==version`` of the NVIDIA wheels the cuda stage (and, with ``upto="accel"``,
-    the accel stage) of ``spec`` installs."""
-    tables = ("cuda", "accel") if upto == "accel" else ("cuda",)
-    return [f"{p}=={v}" for t in tables for p, v in
-            sorted(((spec.components.get(t) or {}).get("pypi") or {}).items())
-            if t in spec.chain]
-
-
-def _arch(platform: str) -> str:
-    return {"amd64": "amd64", "arm64": "arm64"}.get(platform.split("/")[1], platform.split("/")[1])
-
-
 def wanted(matrix: Matrix, specs: list[ImageSpec]) -> dict[str, dict[str, dict[str, Any]]]:
     """What ``specs`` need locked: ``{"debian": {key: inputs}, "python": {key: inputs}}``.
 
     Debian inputs: ``{"mirror", "suite", "variant", "include", "arch", "stages": {name:
     [apt spec, ...]}}``, and ``"stand_ins": [package, ...]`` where the base stands in
-    for some (matrix.yaml's ``apt_stand_ins``). Python inputs: ``{"python", "platform", "requirements",
-    "constraints", "index_url", "no_deps", "after"}`` (``after``: the key of the set this
+    for some (matrix.yaml's ``apt_stand_ins``). Python inputs: ``{"python", "platform",
+    "requirements", "constraints", "index_url", "no_deps", "after"}`` (``after``: the key of the set this
     one is resolved over, whose pins win; None for most).
     """
     deb: dict[str, dict[str, Any]] = {}
@@ -136,7 +74,7 @@ def wanted(matrix: Matrix, specs: list[ImageSpec]) -> dict[str, dict[str, dict[s
             entry = deb.setdefault(dkey, {
                 "mirror": b.get("mirror", ""), "suite": b.get("suite", spec.base.get("codename", "")),
                 "variant": b.get("variant", "minbase"), "include": sorted(b.get("include", ())),
-                "arch": _arch(plat), "stages": {}})
+                "arch": debian_arch(plat), "stages": {}})
             if spec.base.get("apt_stand_ins"):
                 entry["stand_ins"] = sorted(spec.base["apt_stand_ins"])
             for stage in spec.chain:
@@ -157,7 +95,7 @@ def wanted(matrix: Matrix, specs: list[ImageSpec]) -> dict[str, dict[str, dict[s
                     py[pkey] = {**common,
                                 "requirements": [f"{fw['package']}=={fw['version']}",
                                                  *matrix.entrypoint.get("requirements", [])],
-                                "constraints": list(fw.get("constraints", [])) + _stage_pins(spec, "accel"),
+                                "constraints": list(fw.get("constraints", [])) + stage_pins(spec, "accel"),
                                 "index_url": fw.get("index_url")}
                 elif stage == "jupyter":
                     jup = comps["jupyter"]
@@ -175,11 +113,11 @@ def wanted(matrix: Matrix, specs: list[ImageSpec]) -> dict[str, dict[str, dict[s
                     py[pkey] = {**common,
                                 "requirements": [f"{p}=={v}" for p, v in
                                                  sorted(comps[stage]["pypi"].items())],
-                                "constraints": _stage_pins(spec, "cuda") if stage == "accel" else []}
+                                "constraints": stage_pins(spec, "cuda") if stage == "accel" else []}
             tool = matrix.build_tools.get("cuobjdump")
             if tool and "runtime" in spec.chain and comps["framework"].get("build", {}).get("fatbins"):
                 # Fetched by the runtime stage, used and removed: an input all the same.
-                py.setdefault(_tool_key(spec, plat), {
+                py.setdefault(tool_key(spec, plat), {
                     "python": spec.base["python"], "platform": plat, "after": None, "index_url": None,
                     "no_deps": True, "constraints": [], "requirements": [tool]})
     return {"debian": deb, "python": py}
@@ -379,45 +317,6 @@ def unknown_packages(lock: Lock, names: list[str]) -> list[str]:
     return [n for n in names if n not in known and normalize(n) not in known_norm]
 
 
-# ---------------------------------------------------------------------------------------
-# What a stage installs, for rendering.
-
-@dataclass(frozen=True)
-class StageLock:
-    """The locked inputs of one stage of one image, as its template installs them.
-
-    ``apt``: ``(package, version, sha256)`` of every Debian package the stage installs;
-    ``python``: ``(name, version, (sha256, ...))`` of every distribution it installs;
-    ``unresolved``: why its Python set could not be locked (the template then fails the
-    build with that reason), else None.
-    """
-
-    apt: tuple[tuple[str, str, str], ...] = ()
-    python: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
-    unresolved: str | None = None
-
-    @property
-    def apt_pins(self) -> list[str]:
-        """``package=version`` for apt-get install."""
-        return [f"{p}={v}" for p, v, _ in self.apt]
-
-    @property
-    def apt_sums(self) -> list[str]:
-        """``package version sha256`` lines, what the template checks each .deb against."""
-        return [f"{p} {v} {h}" for p, v, h in self.apt]
-
-    @property
-    def pins(self) -> list[str]:
-        """``name==version`` of every distribution: the image's constraints."""
-        return [f"{n}=={v}" for n, v, _ in self.python]
-
-    @property
-    def requirements(self) -> list[str]:
-        """pip requirement lines with hashes: ``name==version --hash=sha256:...``."""
-        return [f"{n}=={v} " + " ".join(f"--hash=sha256:{h}" for h in hashes)
-                for n, v, hashes in self.python]
-
-
 _LOADED: dict[tuple[str, int, int], Lock] = {}
 
 
@@ -437,7 +336,10 @@ def load_for(matrix: Matrix) -> Lock | None:
     return _LOADED[key]
 
 
-def _entry(lock: Lock, kind: str, key: str, inputs: dict[str, Any], where: str) -> dict[str, Any]:
+def locked_entry(lock: Lock, kind: str, key: str, inputs: dict[str, Any], where: str) -> dict[str, Any]:
+    """The ``kind`` ("debian" or "python") entry ``key`` of ``lock``, made from exactly
+    ``inputs``. Raises ``InputError`` naming ``where`` when it is missing or was locked
+    from other inputs (what differs)."""
     hint = "run `python3 build.py lock` and commit matrix.lock"
     entry = getattr(lock, kind).get(key)
     if entry is None:
@@ -448,7 +350,7 @@ def _entry(lock: Lock, kind: str, key: str, inputs: dict[str, Any], where: str) 
     return entry
 
 
-def _debian_entry(lock: Lock, key: str, inputs: dict[str, Any], where: str) -> dict[str, Any]:
+def locked_debian_entry(lock: Lock, key: str, inputs: dict[str, Any], where: str) -> dict[str, Any]:
     """The Debian entry ``key``, checked against what one image wants of it: the
     bootstrap inputs, and the apt sets of that image's stages (the entry also holds the
     sets of every other image on the same base, which this image does not ask about)."""
@@ -459,79 +361,7 @@ def _debian_entry(lock: Lock, key: str, inputs: dict[str, Any], where: str) -> d
                                    if n in inputs.get("stages", {})}}
         if mine == inputs:
             return entry
-    return _entry(lock, "debian", key, inputs, where)  # raises, naming what differs
-
-
-def stage_lock(matrix: Matrix, spec: ImageSpec, stage: str, platform: str = "") -> StageLock | None:
-    """What ``stage`` of ``spec`` installs on ``platform`` ('' for the image's first)
-    according to the matrix's lock; None when the matrix has no lock. Raises
-    ``InputError`` when the lock does not cover the stage or was made from other inputs
-    (matrix.yaml changed since)."""
-    lock = load_for(matrix)
-    if lock is None:
-        return None
-    where = lock_path(matrix).name
-    if lock.matrix != matrix_identity(matrix):
-        raise InputError.one(where, f"made for another matrix ({lock.matrix.get('repository')!r})",
-                             "run `python3 build.py lock` for this matrix")
-    want = wanted(matrix, [spec])
-    plat = platform or platforms(spec)[0]
-    apt: tuple[tuple[str, str, str], ...] = ()
-    if stage_apt(spec.components, stage):
-        dkey = debian_key(spec, plat)
-        entry = _debian_entry(lock, dkey, want["debian"][dkey], where)
-        recs = entry["stages"].get(apt_stage_name(spec, stage), {})
-        apt = tuple((p, r["version"], r["sha256"]) for p, r in sorted(recs.items()))
-    pkey = python_key(spec, stage, plat)
-    if pkey is None:
-        return StageLock(apt=apt)
-    entry = _entry(lock, "python", pkey, want["python"][pkey], where)
-    if "unresolved" in entry:
-        return StageLock(apt=apt, unresolved=entry["unresolved"])
-    pkgs = entry["packages"]
-    after = want["python"][pkey]["after"]
-    if after:  # only what the set adds over the one it is resolved over
-        below = _entry(lock, "python", after, want["python"][after], where).get("packages", {})
-        pkgs = {n: r for n, r in pkgs.items() if n not in below}
-    if stage in ("accel", "runtime"):  # NVIDIA's wheels the stages below installed
-        installed = {normalize(pin.split("==")[0]) for pin in _stage_pins(spec, "cuda" if stage == "accel" else "accel")}
-        pkgs = {n: r for n, r in pkgs.items() if n not in installed}
-    return StageLock(apt=apt, python=tuple(
-        (n, r["version"], tuple(sorted(r["files"].values()))) for n, r in sorted(pkgs.items())))
-
-
-def runtime_pins(matrix: Matrix, spec: ImageSpec, platform: str = "") -> list[str]:
-    """The ``name==version`` pins an image carries as its constraints
-    (/opt/stagecraft/constraints.txt): the lock's runtime set when the matrix has a lock,
-    else the framework's constraints, the framework itself and the entrypoint's
-    requirements; and the NVIDIA wheels of the stages below. Raises ``InputError`` like
-    ``stage_lock``."""
-    locked = stage_lock(matrix, spec, "runtime", platform)
-    below = _stage_pins(spec, "accel")  # the NVIDIA wheels the cuda and accel stages installed
-    if locked is not None and not locked.unresolved:
-        return locked.pins + below
-    fw = spec.framework
-    return [*fw.get("constraints", []), f"{fw['package']}=={fw['version']}",
-            *matrix.entrypoint.get("requirements", []), *below]
-
-
-def tools_lock(matrix: Matrix, spec: ImageSpec, platform: str = "") -> StageLock | None:
-    """The locked build tools ``spec``'s runtime stage fetches (cuobjdump, for a framework
-    with ``build.fatbins``), or None when the matrix has no lock or the stage fetches none.
-    Raises ``InputError`` like ``stage_lock``."""
-    lock = load_for(matrix)
-    if lock is None or not spec.framework.get("build", {}).get("fatbins") or "cuobjdump" not in matrix.build_tools:
-        return None
-    where = lock_path(matrix).name
-    plat = platform or platforms(spec)[0]
-    key = _tool_key(spec, plat)
-    entry = _entry(lock, "python", key, wanted(matrix, [spec])["python"][key], where)
-    return StageLock(python=tuple((n, r["version"], tuple(sorted(r["files"].values())))
-                                  for n, r in sorted(entry["packages"].items())))
-
-
-def _tool_key(spec: ImageSpec, platform: str) -> str:
-    return f"build-tool cuobjdump on {spec.base['name']} {platform}"
+    return locked_entry(lock, "debian", key, inputs, where)  # raises, naming what differs
 
 
 def base_lock(matrix: Matrix, spec: ImageSpec, platform: str = "") -> dict[str, dict[str, str]] | None:
@@ -545,7 +375,7 @@ def base_lock(matrix: Matrix, spec: ImageSpec, platform: str = "") -> dict[str, 
     plat = platform or platforms(spec)[0]
     dkey = debian_key(spec, plat)
     want = wanted(matrix, [spec])
-    return dict(_debian_entry(lock, dkey, want["debian"][dkey], where)["base"])
+    return dict(locked_debian_entry(lock, dkey, want["debian"][dkey], where)["base"])
 
 
 def base_epoch(matrix: Matrix, spec: ImageSpec, platform: str = "") -> int:

@@ -25,6 +25,8 @@ where ``<name>`` is the last component of the repository (``remote_repository``)
 Transient failures (HTTP 5xx, connection reset or refused, timeouts, EOF) are retried
 with exponential backoff (``RetryPolicy``, ``retry``); authentication and authorization
 failures are not (retrying a wrong password only locks accounts) and stop the run at once.
+One name's push, verification and retries: ``pushsteps``; the run's record:
+``runmanifest``.
 
 Credentials come from the standard Docker client configuration (``$DOCKER_CONFIG`` or
 ``~/.docker/config.json``: ``auths``, ``credsStore``, ``credHelpers``) through the Docker
@@ -49,80 +51,24 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-import json
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import requests
 
-from . import retry
 from .errors import InputError, Problem
 from .expand import ImageSpec
 from .indexcheck import INDEX_TYPES, IndexMismatch, skopeo_runner, verify_index
-from .registry import Registry, RegistryError, api_repository, classify, loopback
+from .pushsteps import DEFAULT_POLICY, Daemon, PublishError, auth_message, push_name
+from .registry import Registry, api_repository, classify, loopback
 from .retry import RetryPolicy
+from .runmanifest import Candidate, ImagePush, NamePush, RunManifest, TestGate, run_id, write_run
 from .testing import load_record, record_path
-
-# One class for every push or verification failure, whichever client met it (the
-# daemon's push here, skopeo in ``registry``): ``kind`` is auth, transient, digest, fatal.
-PublishError = RegistryError
-DEFAULT_POLICY = RetryPolicy()  # 4 attempts, 1 s, 2 s, 4 s apart (--retries 3)
-
-
-def with_retries(fn: Callable[[], Any], policy: RetryPolicy, what: str,
-                 say: Callable[[str], None], sleep: Callable[[float], None] = time.sleep
-                 ) -> tuple[Any, int]:
-    """Call ``fn`` until it returns; returns ``(result, attempts used)`` (``retry.call``).
-
-    ``fn`` raises ``PublishError``: kind ``transient`` is retried after the policy's
-    delays, each retry said as ``  WHAT: ERROR; retrying in N s (n/attempts)``; any other
-    kind is raised at once; a transient one after the last attempt is raised with
-    ``(gave up after N attempts)`` added when there were retries.
-    """
-    def said(exc: BaseException, attempt: int, delay: float) -> None:
-        say(f"  {what}: {exc}; retrying in {delay:.0f} s ({attempt}/{policy.attempts})")
-
-    try:
-        return retry.call(fn, policy,
-                          lambda e: isinstance(e, PublishError) and e.kind == "transient",
-                          said, sleep)
-    except PublishError as exc:
-        if exc.kind == "transient" and policy.attempts > 1:
-            raise PublishError(f"{exc} (gave up after {policy.attempts} attempts)",
-                               "transient", exc.detail) from None
-        raise
-
-
-def manifest_size(body: bytes) -> int:
-    """Bytes the image takes in the registry: config plus layers (compressed), from an
-    image manifest; 0 for an index."""
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        return 0
-    return int(doc.get("config", {}).get("size", 0)) + sum(int(lay.get("size", 0))
-                                                            for lay in doc.get("layers", []))
-
-
-# ---------------------------------------------------------------------------------------
-# The daemon side.
-
-class Daemon(Protocol):
-    """What publishing needs of the engine (``EngineDaemon``; tests give a fake)."""
-
-    def image_id(self, ref: str) -> str | None: ...
-    def tag(self, image_id: str, repository: str, tag: str) -> None: ...
-    def push(self, repository: str, tag: str) -> Iterable[dict[str, Any]]: ...
-    def repo_digests(self, image_id: str) -> list[str]: ...
-    def labels(self, image_id: str) -> dict[str, str]: ...
-    def size(self, image_id: str) -> int: ...
-    def insecure(self, registry: str) -> bool: ...
-    def credentials(self, registry: str) -> dict[str, Any] | None: ...
 
 
 class EngineDaemon:
@@ -184,94 +130,6 @@ class EngineDaemon:
 
         return docker.auth.load_config().resolve_authconfig(registry)
 
-
-# ---------------------------------------------------------------------------------------
-# The run.
-
-@dataclass
-class TestGate:
-    """The record an image was allowed through on: ``record`` path, ``sha256`` of its
-    bytes, ``passed``, ``counts`` and ``recorded`` (Unix time)."""
-
-    __test__ = False  # not a pytest class
-
-    record: str
-    sha256: str
-    passed: bool
-    counts: dict[str, int]
-    recorded: float
-
-
-@dataclass
-class Candidate:
-    """An image allowed to go out: ``spec``, local ``ref`` and ``image_id``, its gate."""
-
-    spec: ImageSpec
-    ref: str
-    image_id: str
-    test: TestGate
-
-
-@dataclass
-class NamePush:
-    """One reference pushed: ``name`` (tag or alias), ``digest`` the daemon reported,
-    ``registry_digest``, ``verified``, ``attempts``, layers ``pushed``/``existed``,
-    ``size`` (bytes in the registry: config + compressed layers), ``seconds`` (wall
-    time) and ``error``."""
-
-    name: str
-    ref: str
-    status: str = "not pushed"
-    digest: str = ""
-    registry_digest: str = ""
-    verified: bool = False
-    attempts: int = 0
-    layers_pushed: int = 0
-    layers_existed: int = 0
-    size: int = 0
-    seconds: float = 0.0
-    error: str = ""
-
-
-@dataclass
-class ImagePush:
-    """One image of the run manifest: ``size`` is bytes in the registry (compressed
-    config + layers), ``image_size`` bytes in the engine (uncompressed). ``platforms``
-    maps each platform of an OCI image index to its manifest digest, verified."""
-
-    tag: str
-    ref: str
-    image_id: str
-    status: str
-    digest: str
-    size: int
-    image_size: int
-    local_repo_digest: str
-    aliases: list[NamePush]
-    push: NamePush
-    test: TestGate
-    labels: dict[str, str]
-    registry: str
-    platforms: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class RunManifest:
-    """What one push run did; written to ``<state>/runs/<run>.json``."""
-
-    run: str
-    registry: str
-    repository: str
-    started: str
-    seconds: float = 0.0
-    ok: bool = False
-    images: list[ImagePush] = field(default_factory=list)
-    path: str = ""
-    error: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        """The manifest as JSON-ready data (schema 1)."""
-        return {"schema": 1, **asdict(self)}
 
 
 # A path component of a repository name (distribution/reference's grammar).
@@ -345,76 +203,6 @@ def gate(daemon: Daemon, specs: list[ImageSpec], repository: str,
     return out
 
 
-_DIGEST_STATUS = re.compile(r"^\S+: digest: (sha256:[0-9a-f]{64}) size: \d+$")
-
-
-def _push_once(daemon: Daemon, remote: str, name: str, progress: Callable[[str], None]
-               ) -> tuple[str, int, int]:
-    digest, pushed, existed = "", 0, 0
-    for ev in daemon.push(remote, name):
-        if "errorDetail" in ev or "error" in ev:
-            text = (ev.get("errorDetail") or {}).get("message") or str(ev.get("error"))
-            raise PublishError(f"push of {remote}:{name}: {text}", classify(text))
-        status = str(ev.get("status", ""))
-        if status == "Pushed":
-            pushed += 1
-            progress(f"layer {ev.get('id', '')} pushed")
-        elif status == "Layer already exists" or status.startswith("Mounted from "):
-            existed += 1  # in the registry already (a cross-repository mount included)
-        aux = ev.get("aux")
-        if isinstance(aux, dict) and aux.get("Digest"):
-            digest = str(aux["Digest"])
-        # Docker with the containerd image store (26) sends no aux event: the digest comes
-        # only in the closing status line, `<tag>: digest: sha256:... size: N`.
-        found = _DIGEST_STATUS.match(status)
-        if found and not digest:
-            digest = found.group(1)
-    if not digest:
-        raise PublishError(f"push of {remote}:{name}: the daemon reported no digest", "transient")
-    return digest, pushed, existed
-
-
-def push_name(daemon: Daemon, registry_client: Registry, image_id: str, remote: str,
-              repository: str, name: str, policy: RetryPolicy, say: Callable[[str], None],
-              sleep: Callable[[float], None] = time.sleep) -> NamePush:
-    """Tag ``image_id`` as ``remote:name``, push it and verify the registry's digest.
-
-    Returns a ``NamePush`` with status ``pushed`` (verified); raises ``PublishError``
-    after the policy's retries, or at once for an auth or digest error.
-    """
-    out = NamePush(name=name, ref=f"{remote}:{name}")
-    t0 = time.monotonic()
-    daemon.tag(image_id, remote, name)
-
-    def attempt() -> tuple[str, int, int, str, int]:
-        digest, pushed, existed = _push_once(daemon, remote, name, lambda s: say(f"  {s}"))
-        registry_digest, body, _ = registry_client.manifest(repository, name)
-        return digest, pushed, existed, registry_digest, manifest_size(body)
-
-    (digest, pushed, existed, registry_digest, size), attempts = with_retries(
-        attempt, policy, f"{remote}:{name}", say, sleep)
-    out.digest, out.registry_digest, out.size = digest, registry_digest, size
-    out.layers_pushed, out.layers_existed, out.attempts = pushed, existed, attempts
-    out.seconds = time.monotonic() - t0
-    if registry_digest != digest:
-        raise PublishError(f"{remote}:{name}: pushed {digest} but the registry serves "
-                           f"{registry_digest}", "digest")
-    out.verified, out.status = True, "pushed"
-    return out
-
-
-def auth_message(registry: str, exc: PublishError) -> str:
-    """The one line a user reads when ``registry`` refuses the credentials."""
-    reason = str(exc).rsplit(": ", 2)[-2:] if ": " in str(exc) else [str(exc)]
-    return (f"{registry} refused the credentials ({': '.join(reason)}); nothing further was "
-            f"pushed and no alias moved; log in with `docker login {registry}` (read from "
-            "$DOCKER_CONFIG or ~/.docker/config.json, credential helpers included)")
-
-
-def run_id(now: datetime | None = None) -> str:
-    """UTC timestamp naming a run: ``20260130T120501.123456Z`` (sortable)."""
-    return (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%S.%fZ")
-
 
 def publish(daemon: Daemon, candidates: list[Candidate], registry: str, repository: str,
             state_dir: Path, say: Callable[[str], None], policy: RetryPolicy = DEFAULT_POLICY,
@@ -430,91 +218,127 @@ def publish(daemon: Daemon, candidates: list[Candidate], registry: str, reposito
     started = datetime.now(timezone.utc)
     run = RunManifest(run=run_id(started), registry=registry, repository=repository,
                       started=started.strftime("%Y-%m-%dT%H:%M:%SZ"))
-    remote = f"{registry}/{repository}"
     client = registry_client or Registry(registry, daemon.credentials(registry) or {},
                                          daemon.insecure(registry))
-    images: list[ImagePush] = []
-    stop = ""
-    for c in candidates:
-        labels = daemon.labels(c.image_id)
-        img = ImagePush(tag=c.spec.tag, ref=f"{remote}:{c.spec.tag}", image_id=c.image_id,
-                        status="not pushed", digest="", size=0, image_size=daemon.size(c.image_id),
-                        local_repo_digest="",
-                        aliases=[NamePush(a, f"{remote}:{a}") for a in c.spec.aliases],
-                        push=NamePush(c.spec.tag, f"{remote}:{c.spec.tag}"), test=c.test,
-                        labels={k: v for k, v in labels.items()
-                                if k.startswith(("org.opencontainers.image.revision",
-                                                 "org.opencontainers.image.source",
-                                                 "io.stagecraft."))},
-                        registry=registry)
-        images.append(img)
+    steps = _Steps(daemon, client, registry, repository, policy, say, sleep)
+    images = [_image_entry(daemon, c, registry, steps.remote) for c in candidates]
     run.images = images
     # Canonical tags first; each verified before the next phase.
     for c, img in zip(candidates, images, strict=True):
-        if stop:
-            img.push.error = stop
-            continue
-        say(f"pushing {img.ref} ({img.image_size / 1e6:.0f} MB in the engine)")
+        steps.canonical(c, img)
+    # Aliases: only on images whose canonical tag is pushed and verified.
+    for c, img in zip(candidates, images, strict=True):
+        steps.aliases(c, img)
+    run.seconds = round(time.monotonic() - t0, 2)
+    run.ok = bool(images) and all(i.status == "pushed" for i in images)
+    run.error = steps.stop
+    write_run(run, state_dir)
+    return run
+
+
+def _image_entry(daemon: Daemon, c: Candidate, registry: str, remote: str) -> ImagePush:
+    """The run manifest's entry of candidate ``c``, nothing pushed yet: its size in the
+    engine, its aliases, and the labels that tie it to its source and matrix."""
+    labels = daemon.labels(c.image_id)
+    return ImagePush(tag=c.spec.tag, ref=f"{remote}:{c.spec.tag}", image_id=c.image_id,
+                     status="not pushed", digest="", size=0, image_size=daemon.size(c.image_id),
+                     local_repo_digest="",
+                     aliases=[NamePush(a, f"{remote}:{a}") for a in c.spec.aliases],
+                     push=NamePush(c.spec.tag, f"{remote}:{c.spec.tag}"), test=c.test,
+                     labels={k: v for k, v in labels.items()
+                             if k.startswith(("org.opencontainers.image.revision",
+                                              "org.opencontainers.image.source",
+                                              "io.stagecraft."))},
+                     registry=registry)
+
+
+@dataclass
+class _Steps:
+    """The two phases of one run over its daemon and registry client: ``stop`` is the
+    message of the authentication failure that ended the run ('' while none has)."""
+
+    daemon: Daemon
+    client: Registry
+    registry: str
+    repository: str
+    policy: RetryPolicy
+    say: Callable[[str], None]
+    sleep: Callable[[float], None]
+    stop: str = ""
+
+    @property
+    def remote(self) -> str:
+        return f"{self.registry}/{self.repository}"
+
+    def _push(self, image_id: str, name: str) -> NamePush:
+        return push_name(self.daemon, self.client, image_id, self.remote, self.repository,
+                         name, self.policy, self.say, self.sleep)
+
+    def _failed(self, exc: PublishError) -> None:
+        if exc.kind == "auth":
+            self.stop = auth_message(self.registry, exc)
+
+    def canonical(self, c: Candidate, img: ImagePush) -> None:
+        """Push ``img``'s tag and verify it: the registry's digest among the image's
+        RepoDigests, and for a multi-platform tag its index (``_verify_index``)."""
+        if self.stop:
+            img.push.error = self.stop
+            return
+        self.say(f"pushing {img.ref} ({img.image_size / 1e6:.0f} MB in the engine)")
         try:
-            img.push = push_name(daemon, client, c.image_id, remote, repository, c.spec.tag,
-                                 policy, say, sleep)
+            img.push = self._push(c.image_id, c.spec.tag)
         except PublishError as exc:
             img.push.status, img.push.error, img.status = "failed", str(exc), "failed"
-            say(f"  FAILED: {exc}")
-            if exc.kind == "auth":
-                stop = auth_message(registry, exc)
-            continue
+            self.say(f"  FAILED: {exc}")
+            self._failed(exc)
+            return
         img.digest = img.push.digest
-        wanted = f"{remote}@{img.digest}"
-        digests = daemon.repo_digests(c.image_id)
+        wanted = f"{self.remote}@{img.digest}"
+        digests = self.daemon.repo_digests(c.image_id)
         img.local_repo_digest = wanted if wanted in digests else ""
         if not img.local_repo_digest:
             img.push.status, img.status = "failed", "failed"
             img.push.error = (f"{img.ref}: registry digest {img.digest} is not among the "
                               f"image's RepoDigests {digests}")
-            say(f"  FAILED: {img.push.error}")
-            continue
+            self.say(f"  FAILED: {img.push.error}")
+            return
         if c.spec.platforms and len(c.spec.platforms) > 1:
             try:
-                img.platforms = _verify_index(client, registry, repository, c, img, say)
+                img.platforms = _verify_index(self.client, self.registry, self.repository,
+                                              c, img, self.say)
             except IndexMismatch as exc:
                 img.push.status, img.status = "failed", "failed"
                 img.push.error = f"{img.ref}: {exc}"
-                say(f"  FAILED: {img.push.error}")
-                continue
+                self.say(f"  FAILED: {img.push.error}")
+                return
         img.size = img.push.size
         img.status = "pushed"
-        say(f"  {img.digest} verified; {img.push.layers_pushed} layer(s) uploaded, "
-            f"{img.push.layers_existed} already there; {img.size / 1e6:.0f} MB in the registry; "
-            f"{img.push.seconds:.1f} s")
-    # Aliases: only on images whose canonical tag is pushed and verified.
-    for c, img in zip(candidates, images, strict=True):
+        self.say(f"  {img.digest} verified; {img.push.layers_pushed} layer(s) uploaded, "
+                 f"{img.push.layers_existed} already there; {img.size / 1e6:.0f} MB in the "
+                 f"registry; {img.push.seconds:.1f} s")
+
+    def aliases(self, c: Candidate, img: ImagePush) -> None:
+        """Move ``img``'s aliases, only when its tag is pushed and verified; each must
+        serve the tag's digest. ``img`` becomes ``partial`` when an alias did not move."""
         for i, alias in enumerate(img.aliases):
-            if stop or img.status != "pushed":
-                alias.error = stop or f"not moved: {img.tag} was not pushed"
+            if self.stop or img.status != "pushed":
+                alias.error = self.stop or f"not moved: {img.tag} was not pushed"
                 continue
             try:
-                alias = img.aliases[i] = push_name(daemon, client, c.image_id, remote,
-                                                   repository, alias.name, policy, say, sleep)
+                alias = img.aliases[i] = self._push(c.image_id, alias.name)
             except PublishError as exc:
                 alias.status, alias.error = "failed", str(exc)
-                say(f"  alias {alias.ref} FAILED: {exc}")
-                if exc.kind == "auth":
-                    stop = auth_message(registry, exc)
+                self.say(f"  alias {alias.ref} FAILED: {exc}")
+                self._failed(exc)
                 continue
             if alias.digest != img.digest:
                 alias.status = "failed"
                 alias.error = f"alias digest {alias.digest} differs from {img.tag}'s {img.digest}"
-                say(f"  alias {alias.ref} FAILED: {alias.error}")
+                self.say(f"  alias {alias.ref} FAILED: {alias.error}")
                 continue
-            say(f"  alias {alias.ref} -> {img.digest[:19]} verified")
+            self.say(f"  alias {alias.ref} -> {img.digest[:19]} verified")
         if img.status == "pushed" and any(a.status != "pushed" for a in img.aliases):
             img.status = "partial"
-    run.seconds = round(time.monotonic() - t0, 2)
-    run.ok = bool(images) and all(i.status == "pushed" for i in images)
-    run.error = stop
-    write_run(run, state_dir)
-    return run
 
 
 def _verify_index(client: Registry, registry: str, repository: str, c: Candidate,
@@ -532,11 +356,3 @@ def _verify_index(client: Registry, registry: str, repository: str, c: Candidate
         + " verified")
     return {p.platform: p.digest for p in found}
 
-
-def write_run(run: RunManifest, state_dir: Path) -> Path:
-    """Write the run manifest to ``<state>/runs/<run>.json``; returns the path."""
-    path = state_dir / "runs" / f"{run.run}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    run.path = str(path)
-    path.write_text(json.dumps(run.to_json(), indent=2, sort_keys=True) + "\n")
-    return path

@@ -30,7 +30,7 @@ from typing import Any
 
 import jinja2
 
-from . import compat, kernels, lockfile
+from . import compat, kernels, stagelock
 from .cabundle import SECRET_ID
 from .errors import InputError
 from .expand import ImageSpec
@@ -183,8 +183,8 @@ def render_stages(matrix: Matrix, spec: ImageSpec, platform: str = "") -> list[R
         for table in stage.uses:
             context[table] = spec.components[table]
         # What matrix.lock fixes for this stage (None: the matrix has no lock).
-        context["lock"] = lockfile.stage_lock(matrix, spec, name, platform)
-        context["tools_lock"] = lockfile.tools_lock(matrix, spec, platform) if name == "runtime" else None
+        context["lock"] = stagelock.stage_lock(matrix, spec, name, platform)
+        context["tools_lock"] = stagelock.tools_lock(matrix, spec, platform) if name == "runtime" else None
         if "cuda" in stage.uses:
             context["cuda_facts"] = compat.cuda_facts(str(spec.components["cuda"]["cuda"])) or {}
         for key, value in context.items():

@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .bases import bootstrap_rootfs
-from .builder import build_node_image, proxy_args
 from .cabundle import SECRET_ID, CABundle
 from .engine import Engine
 from .errors import BuildError
 from .plan import Plan
 from .scratch import claimed_log
+from .stagebuild import build_node_image, proxy_args
 
 VERIFY_REPOSITORY = "stagecraft-verify"
 SHOWN = 20  # differences listed in the report; the file beside it has them all

@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BuildError, InputError
-from .lockfile import PYPI, normalize
+from .lockkeys import normalize
 
+PYPI = "https://pypi.org/simple"  # the index beside a framework's own (--extra-index-url)
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 # uv's --python-platform knows manylinux levels up to this glibc.
 MAX_MANYLINUX = (2, 40)

@@ -83,7 +83,7 @@ def inventory(engine: Engine, ref: str) -> dict[str, Any]:
 
 
 def _lock_hashes(lock: Lock | None) -> tuple[dict[tuple[str, str], str], dict[tuple[str, str], list[str]]]:
-    from .lockfile import normalize
+    from .lockkeys import normalize
 
     deb: dict[tuple[str, str], str] = {}
     py: dict[tuple[str, str], list[str]] = {}
@@ -114,7 +114,7 @@ def make_bom(inv: dict[str, Any], lock: Lock | None, ref: str, image_id: str,
     from cyclonedx.output.json import JsonV1Dot6
     from packageurl import PackageURL
 
-    from .lockfile import normalize
+    from .lockkeys import normalize
 
     deb_hashes, py_hashes = _lock_hashes(lock)
     lf = LicenseFactory()

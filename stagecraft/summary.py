@@ -13,7 +13,7 @@ SIZE_KINDS = {
 
 
 def summary_notes(report: Any) -> list[str]:
-    """Notes for ``report`` (a ``builder.BuildReport``): which size the table shows; the
+    """Notes for ``report`` (a ``buildreport.BuildReport``): which size the table shows; the
     RUN steps BuildKit ran and took from a cache; the stage caches written and not
     written; every warning again (caches are optional: the images were built)."""
     notes = [SIZE_KINDS[k] for k in sorted({i.size_kind for i in report.images

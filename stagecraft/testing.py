@@ -50,7 +50,7 @@ def expectations(matrix: Matrix, spec: ImageSpec, ref: str, image_id: str,
                  platform: str = "") -> dict[str, Any]:
     """What the suites check the image against, all taken from the matrix; ``platform``
     (``linux/arm64``) the image is for ('' for the host's)."""
-    from . import lockfile
+    from . import stagelock
 
     return {
         "tag": spec.tag,
@@ -66,7 +66,7 @@ def expectations(matrix: Matrix, spec: ImageSpec, ref: str, image_id: str,
         "manifest_path": MANIFEST_PATH,
         "entrypoint": matrix.entrypoint,
         # The pins the image carries for pip (the lock's, or the matrix's).
-        "constraints": lockfile.runtime_pins(matrix, spec, platform),
+        "constraints": stagelock.runtime_pins(matrix, spec, platform),
     }
 
 

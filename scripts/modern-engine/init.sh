@@ -10,6 +10,9 @@ mount -o remount,rw /sys
 awk '$3 == "cgroup" || $3 == "cgroup2" { print $2 }' /proc/self/mounts | while read -r m; do
   mount -o remount,bind,rw "$m"
 done
+# CDI specs (daemon.json: features.cdi, cdi-spec-dirs) also come from the shared
+# directory, so tests on the host can give a container devices with --device VENDOR/CLASS=NAME.
+mkdir -p /stagecraft/share/cdi
 docker-registry serve /etc/stagecraft/registry.yml >>/var/log/stagecraft-registry.log 2>&1 &
 # Registries on this container's own address (test registries that the host reaches as
 # well) are plain HTTP, as 127.0.0.1 is.

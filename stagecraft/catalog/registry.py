@@ -8,7 +8,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..publish import manifest_size, remote_repository
+from ..publish import remote_repository
+from ..pushsteps import manifest_size
 from ..registry import Registry, RegistryError, loopback
 
 

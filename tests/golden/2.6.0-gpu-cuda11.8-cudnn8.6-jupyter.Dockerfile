@@ -711,12 +711,14 @@ EXPOSE 8888
 # runtime stage's check: NVML for NVIDIA, device nodes for the others, nothing to check on
 # a CPU; within entrypoint.health.budget_s) and the server answers GET <base_url>api, the
 # one endpoint that needs no token (it returns the server version), so the check never
-# has to know the secret. Port, base_url and scheme come from the server's own runtime
-# file (jpserver-<pid>.json, in the runtime dir of the user the container runs as), so
-# `--port` or `--ServerApp.base_url` in a custom CMD still check the right place. No
-# runtime file yet: unhealthy. (The Python text holds no ", $, ` or \ for the shell.)
+# has to know the secret (stagecraft-jupyter-health). Port, base_url and scheme come from
+# the server's own runtime file (jpserver-<pid>.json), so `--port` or
+# `--ServerApp.base_url` in a custom CMD still check the right place. It is looked for in
+# Jupyter's runtime dir and, when the entrypoint moved that dir because $HOME was not
+# writable (any uid, a read-only root: entrypoint/homeless.py), beside the start-up
+# report. No runtime file yet: unhealthy.
 HEALTHCHECK --interval=10s --timeout=7s --start-period=60s --retries=3 \
-    CMD ["/bin/sh", "-c", "/opt/stagecraft/entrypoint/stagecraft-health --budget 2 && exec /opt/venv/bin/python -I -c \"import glob, json, os, ssl, sys, urllib.request as r; from jupyter_core.paths import jupyter_runtime_dir as d; fs = glob.glob(os.path.join(d(), 'jpserver-*.json')); fs or sys.exit('no Jupyter server runtime file in ' + d()); s = json.load(open(max(fs, key=os.path.getmtime))); r.urlopen(('https' if s.get('secure') else 'http') + '://127.0.0.1:%d%sapi' % (s['port'], s.get('base_url', '/')), timeout=4, context=ssl._create_unverified_context())\""]
+    CMD ["/bin/sh", "-c", "/opt/stagecraft/entrypoint/stagecraft-health --budget 2 && exec /opt/stagecraft/entrypoint/stagecraft-jupyter-health --timeout 4"]
 # Under the probing entrypoint (from the runtime stage), so the server and the kernels it
 # starts inherit the environment of the chosen kernel set.
 CMD ["jupyter", "lab", "--ip=0.0.0.0", "--port=8888", "--no-browser", "--ServerApp.root_dir=/workspace"]

@@ -16,7 +16,7 @@ import json
 import os
 import subprocess
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -40,22 +40,25 @@ def not_ready() -> str:
     return ""
 
 
-def argv(args: Sequence[str]) -> list[str]:
-    """The command line that runs ``podman ARGS`` as the rootless user."""
+def argv(args: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
+    """The command line that runs ``podman ARGS`` as the rootless user, with ``env``
+    (e.g. CONTAINERS_CONF) added to its environment."""
     import pwd
 
     pw = pwd.getpwnam(USER)
+    extra = [f"{k}={v}" for k, v in (env or {}).items()]
     if os.geteuid() == pw.pw_uid:
-        return ["podman", *args]
+        return ["env", *extra, "podman", *args] if extra else ["podman", *args]
     return ["runuser", "-u", USER, "--", "env", f"XDG_RUNTIME_DIR=/run/user/{pw.pw_uid}",
-            f"HOME={pw.pw_dir}", "podman", *args]
+            f"HOME={pw.pw_dir}", *extra, "podman", *args]
 
 
 def podman(*args: str, timeout: float = 120, check: bool = True,
-           stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
-    """Run podman as the rootless user (cwd /: the user may not read the caller's).
-    Raises AssertionError naming the command and its stderr when ``check`` and it fails."""
-    cp = subprocess.run(argv(args), capture_output=True, text=True, timeout=timeout, check=False, cwd="/")
+           env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run podman as the rootless user (cwd /: the user may not read the caller's), with
+    ``env`` added. Raises AssertionError naming the command and its stderr when ``check``
+    and it fails."""
+    cp = subprocess.run(argv(args, env), capture_output=True, text=True, timeout=timeout, check=False, cwd="/")
     if check and cp.returncode != 0:
         raise AssertionError(f"podman {' '.join(args)} exited {cp.returncode}: {cp.stderr.strip()[-2000:]}")
     return cp
@@ -75,7 +78,11 @@ def shim(dest: Path) -> Path:
 
 def load_from_docker(ref: str) -> str:
     """Make the rootless store hold the Docker engine's image ``ref`` (its ID, unchanged
-    by save and load). Returns the image ID. Raises AssertionError when Docker lacks it."""
+    by save and load): loaded only when that ID is not there yet, so a run reuses what an
+    earlier run loaded. A load that moves ``ref`` to a new ID leaves the old image
+    untagged; untagged images are then pruned from the rootless store (the tests' own:
+    nobody else uses this user's store), so rebuilt images do not pile up there. Returns
+    the image ID. Raises AssertionError when Docker lacks ``ref`` or the load fails."""
     cp = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", ref],
                         capture_output=True, text=True, timeout=60, check=False)
     if cp.returncode != 0:
@@ -88,6 +95,7 @@ def load_from_docker(ref: str) -> str:
         save.wait(timeout=60)
         if load.returncode != 0 or save.returncode != 0:
             raise AssertionError(f"docker save {ref} | podman load failed: {load.stderr.strip()[-2000:]}")
+        podman("image", "prune", "-f", timeout=300, check=False)
     return image_id
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from stagecraft import lockfile
+from stagecraft import lockfile, lockkeys
 from stagecraft.expand import expand
 from stagecraft.matrix import Matrix
 
@@ -44,7 +44,7 @@ def _python_entry(inputs: dict) -> dict:
     packages = {}
     for req in inputs["requirements"] + inputs["constraints"]:
         name, _, version = req.partition("==")
-        name = lockfile.normalize(name)
+        name = lockkeys.normalize(name)
         wheel = f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
         packages[name] = {"version": version, "files": {wheel: _digest(wheel)}}
     return {"inputs": inputs, "python_platform": "x86_64-manylinux_2_36", "packages": packages}

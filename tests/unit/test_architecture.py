@@ -9,6 +9,7 @@ a rule that finds nothing here has been seen to find something there.
 
 from __future__ import annotations
 
+import ast
 import textwrap
 from itertools import pairwise
 from pathlib import Path
@@ -172,3 +173,92 @@ def test_the_runtime_rule_and_the_renderer_rule_see_indirect_and_late_imports(tm
         "entrypoint/run:2: entrypoint.run imports stagecraft",
         "probes/x.py:2: probes.x imports stagecraft.render",
     ]
+
+
+# Sizes (issue 21): no module over 450 lines, no function or method over 80 lines, counted
+# from its `def` (decorators aside) to the end of its body as ast's lineno..end_lineno.
+# Measured: every non-test Python file of the project: stagecraft/ (catalog/ included),
+# probes/ and entrypoint/ (their suffix-less Python scripts too), build.py, bench/*.py and
+# any scripts/**/*.py. tests/ is test code and not measured: tests/nvml_standin is the
+# stand-in NVML the tests hand to the probes, part of the test fixtures, built only by them.
+
+MAX_MODULE_LINES = 450
+MAX_FUNCTION_LINES = 80
+
+# {path or path::qualname: reason}. An entry that no longer exceeds its limit fails the
+# test, so the list only shrinks.
+SIZE_EXCEPTIONS = {
+    "stagecraft/cli.py": "issue 21 part A (h21-pipeline) rewrites it",
+    "stagecraft/cli.py::cmd_build": "issue 21 part A (h21-pipeline) rewrites it",
+}
+
+
+def sized_files(root: Path) -> list[Path]:
+    """The measured files under ``root``, sorted: see the comment above."""
+    files = set(import_graph.module_files(root, PACKAGES).values())
+    files.update(p for p in (root / "build.py",) if p.is_file())
+    for folder in ("bench", "scripts"):
+        files.update(p for p in (root / folder).rglob("*.py") if "__pycache__" not in p.parts)
+    return sorted(files)
+
+
+def _functions(tree: ast.AST, prefix: str = ""):
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            name = prefix + node.name
+            yield name, node.end_lineno - node.lineno + 1
+            yield from _functions(node, name + ".")
+        elif isinstance(node, ast.ClassDef):
+            yield from _functions(node, prefix + node.name + ".")
+        else:
+            yield from _functions(node, prefix)
+
+
+def oversized(root: Path) -> dict[str, int]:
+    """{path or path::qualname: lines} for each measured module over MAX_MODULE_LINES and
+    each function or method (nested ones included, named ``outer.inner``) over
+    MAX_FUNCTION_LINES."""
+    found: dict[str, int] = {}
+    for path in sized_files(root):
+        text = path.read_text(encoding="utf-8")
+        shown = path.relative_to(root).as_posix()
+        lines = len(text.splitlines())
+        if lines > MAX_MODULE_LINES:
+            found[shown] = lines
+        for name, length in _functions(ast.parse(text, filename=shown)):
+            if length > MAX_FUNCTION_LINES:
+                found[f"{shown}::{name}"] = length
+    return found
+
+
+def test_no_module_or_function_is_over_its_size():
+    found = oversized(ROOT)
+    over = [f"  {where}: {lines} lines" for where, lines in sorted(found.items())
+            if where not in SIZE_EXCEPTIONS]
+    assert not over, (f"over {MAX_MODULE_LINES} lines a module or {MAX_FUNCTION_LINES} a "
+                      "function (split it into named steps):\n" + "\n".join(over))
+    gone = sorted(set(SIZE_EXCEPTIONS) - set(found))
+    assert not gone, f"within the limits now, take them off SIZE_EXCEPTIONS: {gone}"
+
+
+def test_the_size_reading_finds_long_modules_methods_and_nested_functions(tmp_path):
+    body = "    x = 1\n" * MAX_FUNCTION_LINES  # with its `def`, one line over
+    root = _tree(tmp_path, {
+        "stagecraft/__init__.py": "",
+        "stagecraft/short.py": "def f():\n" + "    x = 1\n" * (MAX_FUNCTION_LINES - 1),
+        "stagecraft/long.py": "y = 1\n" * (MAX_MODULE_LINES + 1),
+        "stagecraft/cls.py": "class K:\n    @property\n    def m(self):\n" + "    " + body.replace("\n    ", "\n        "),
+        "probes/__init__.py": "def outer():\n    def inner():\n" + "    " + body.replace("\n    ", "\n        "),
+        "entrypoint/run": "#!/usr/bin/python3\ndef g():\n" + body,
+        "bench/b.py": "async def h():\n" + body,
+        "build.py": "",
+        "tests/t.py": "def t():\n" + body,
+    })
+    assert oversized(root) == {
+        "stagecraft/long.py": MAX_MODULE_LINES + 1,
+        "stagecraft/cls.py::K.m": MAX_FUNCTION_LINES + 1,
+        "probes/__init__.py::outer": MAX_FUNCTION_LINES + 2,
+        "probes/__init__.py::outer.inner": MAX_FUNCTION_LINES + 1,
+        "entrypoint/run::g": MAX_FUNCTION_LINES + 1,
+        "bench/b.py::h": MAX_FUNCTION_LINES + 1,
+    }

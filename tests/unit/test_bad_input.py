@@ -542,7 +542,7 @@ def test_a_fifo_as_matrix_is_refused_not_waited_on(project, tmp_path):
 
 
 def test_a_client_that_is_not_docker_is_refused(monkeypatch):
-    from stagecraft.engine import detect_builder
+    from stagecraft.buildpath import detect_builder
     from stagecraft.errors import InputError
 
     monkeypatch.setenv("STAGECRAFT_DOCKER", "/bin/true")  # exits 0 to `buildx version` too

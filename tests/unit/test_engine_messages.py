@@ -5,7 +5,7 @@ from __future__ import annotations
 import http.server
 import threading
 
-from stagecraft.engine import failure_reason
+from stagecraft.buildlog import failure_reason
 from stagecraft.preflight import index_reachable
 
 PIP_FAILURE = """\

@@ -60,3 +60,56 @@ def test_a_regular_file_or_nothing_has_no_problem(tmp_path: Path):
     (tmp_path / "f").write_text("x")
     assert outfile.problem(str(tmp_path / "f")) == ""
     assert outfile.problem(str(tmp_path / "new")) == ""
+
+
+# --- what appears while the result is written (the check and the rename are apart) -------
+
+def _meanwhile(monkeypatch: pytest.MonkeyPatch, action) -> None:
+    """Run ``action`` between the temporary file's write and its rename: at the
+    ``os.chmod`` that write_text makes of its temporary file (the library call, patched
+    for this test, is the seam; no function of ours is replaced)."""
+    real = os.chmod
+
+    def chmod(path, mode, *a, **kw):
+        action()
+        return real(path, mode, *a, **kw)
+    monkeypatch.setattr(os, "chmod", chmod)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dir", "file"])
+def test_what_appears_where_nothing_was_is_never_replaced(tmp_path: Path, monkeypatch, kind: str):
+    out = tmp_path / "Dockerfile"
+    make = {"fifo": lambda: os.mkfifo(out), "dir": lambda: out.mkdir(),
+            "file": lambda: out.write_text("theirs")}[kind]
+    _meanwhile(monkeypatch, make)
+    with pytest.raises(FileExistsError, match="created there while writing"):
+        outfile.write_text(str(out), "ours")
+    monkeypatch.undo()
+    assert {"fifo": stat.S_ISFIFO, "dir": stat.S_ISDIR, "file": stat.S_ISREG}[kind](os.lstat(out).st_mode)
+    if kind == "file":
+        assert out.read_text() == "theirs"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Dockerfile"], "the temporary file stayed"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "other-file", "removed"])
+def test_a_file_swapped_while_writing_is_left_alone(tmp_path: Path, monkeypatch, kind: str):
+    out = tmp_path / "Dockerfile"
+    out.write_text("old")
+
+    def swap() -> None:
+        out.unlink()
+        if kind == "fifo":
+            os.mkfifo(out)
+        elif kind == "other-file":
+            out.write_text("someone else's")
+    _meanwhile(monkeypatch, swap)
+    with pytest.raises(FileExistsError, match="replaced, changed or removed while writing"):
+        outfile.write_text(str(out), "ours")
+    monkeypatch.undo()
+    if kind == "fifo":
+        assert stat.S_ISFIFO(os.lstat(out).st_mode)
+    elif kind == "other-file":
+        assert out.read_text() == "someone else's"
+    else:
+        assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["Dockerfile"] if kind != "removed" else [])

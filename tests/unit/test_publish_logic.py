@@ -13,17 +13,10 @@ import pytest
 from stagecraft.errors import InputError
 from stagecraft.expand import expand
 from stagecraft.matrix import load_matrix
-from stagecraft.publish import (
-    PublishError,
-    RetryPolicy,
-    classify,
-    gate,
-    manifest_size,
-    publish,
-    remote_repository,
-    resolve_registry,
-    with_retries,
-)
+from stagecraft.publish import gate, publish, remote_repository, resolve_registry
+from stagecraft.pushsteps import PublishError, manifest_size, with_retries
+from stagecraft.registry import classify
+from stagecraft.retry import RetryPolicy
 from stagecraft.testing import record_path
 from tests.unit.minimal_matrix import MINIMAL
 
@@ -329,9 +322,9 @@ class _Docker26Push:
 
 
 def test_digest_from_the_containerd_store_status_line():
-    from stagecraft.publish import _push_once
+    from stagecraft.pushsteps import push_once
 
-    digest, pushed, existed = _push_once(_Docker26Push(), "127.0.0.1:5000/r", "3.2.2-cpu",
+    digest, pushed, existed = push_once(_Docker26Push(), "127.0.0.1:5000/r", "3.2.2-cpu",
                                          lambda s: None)
     assert digest == "sha256:8c496c149e75b8a17216e4a4cffd0226026809106671be875e12c67f8e1524b1"
     assert (pushed, existed) == (0, 1)

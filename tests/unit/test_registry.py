@@ -23,8 +23,9 @@ from pathlib import Path
 import pytest
 
 from stagecraft.indexcheck import INDEX_TYPES, IndexMismatch, skopeo_runner, verify_index
-from stagecraft.publish import PublishError, RetryPolicy, auth_message, manifest_size, with_retries
+from stagecraft.pushsteps import PublishError, auth_message, manifest_size, with_retries
 from stagecraft.registry import Registry, RegistryError, classify, skopeo_message
+from stagecraft.retry import RetryPolicy
 from tests.unit.registry_harness import SECRET, USER, LocalRegistry, TokenServer, free_port
 
 TOOLS = ("docker-registry", "htpasswd", "skopeo")
@@ -407,7 +408,7 @@ def _candidate(project, tmp_path, platforms=()):
 
     from stagecraft.expand import expand
     from stagecraft.matrix import load_matrix
-    from stagecraft.publish import Candidate, TestGate
+    from stagecraft.runmanifest import Candidate, TestGate
     from tests.unit.minimal_matrix import MINIMAL
 
     spec = expand(load_matrix(project(MINIMAL)))[0]

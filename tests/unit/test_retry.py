@@ -7,14 +7,14 @@ from __future__ import annotations
 import pytest
 
 from stagecraft import retry
-from stagecraft.builder import (
+from stagecraft.errors import BuildError
+from stagecraft.retry import RetryPolicy
+from stagecraft.stagebuild import (
     ENGINE_RETRY,
     TRANSIENT_TRIES,
     CacheCostBuild,
     transient_engine_error,
 )
-from stagecraft.errors import BuildError
-from stagecraft.retry import RetryPolicy
 
 
 class Flaky:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stagecraft.builder import BuildReport, ImageResult, StageResult
+from stagecraft.buildreport import BuildReport, ImageResult, StageResult
 from stagecraft.summary import summary_notes
 
 

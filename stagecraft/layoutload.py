@@ -1,0 +1,57 @@
+"""Loading a build's OCI layout into the engine (the export path of reproducible builds:
+``Engine.build`` with ``rewrite-timestamp``), keeping its SLSA provenance."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from .buildpath import Builder
+from .errors import BuildError
+from .ocilayout import single_image
+
+
+def load_layout(b: Builder, layout: Path, log_path: Path, provenance_dir: Path | None,
+                image_id: Callable[[str], str | None]) -> str:
+    """Load the single image of the OCI layout directory ``layout`` (a build's
+    ``--output type=oci,tar=false``) into the engine through the client of ``b``
+    (``docker load`` of it as a tar stream); returns its manifest digest, the engine's id
+    for it (``image_id`` must then find it). When the layout holds an index of the image
+    and BuildKit's attestation manifest, the SLSA provenance statement is written to
+    ``provenance_dir`` (when given) and the image manifest alone is loaded, under the
+    index's name annotations. ``docker load``'s output is appended to ``log_path``. Raises
+    ``BuildError``."""
+    try:
+        manifest, statements = single_image(layout)
+    except (OSError, ValueError, KeyError) as exc:
+        raise BuildError(f"the build's OCI layout is not one image ({exc}); log: {log_path}") from None
+    if provenance_dir is not None:
+        for statement in statements:
+            if statement.get("predicateType", "").startswith("https://slsa.dev/provenance/"):
+                provenance_dir.mkdir(parents=True, exist_ok=True)
+                out = provenance_dir / f"{manifest.removeprefix('sha256:')}.intoto.json"
+                out.write_text(json.dumps(statement, indent=1, sort_keys=True) + "\n")
+    with open(log_path, "a", encoding="utf-8") as log:
+        log.write(f"$ tar -C {layout} -cf - . | {b.client} load\n")
+        log.flush()
+        tar = subprocess.Popen(["tar", "-C", str(layout), "-cf", "-", "."], stdout=subprocess.PIPE)
+        try:
+            proc = subprocess.run([b.client, "load"], stdin=tar.stdout, stdout=log,
+                                  stderr=subprocess.STDOUT, env={**os.environ, **dict(b.env)},
+                                  timeout=3600)
+        except subprocess.TimeoutExpired:
+            tar.kill()
+            raise BuildError(f"loading the built image took over an hour; log: {log_path}") from None
+        finally:
+            assert tar.stdout is not None
+            tar.stdout.close()
+            tar.wait()
+    if proc.returncode != 0 or tar.returncode != 0:
+        raise BuildError(f"loading the built image failed (docker load exit {proc.returncode}, "
+                         f"tar exit {tar.returncode}); log: {log_path}")
+    if image_id(manifest) is None:
+        raise BuildError(f"the engine has no image {manifest[:19]} after loading it; log: {log_path}")
+    return manifest
