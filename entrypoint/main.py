@@ -9,7 +9,7 @@ Environment (inputs; what each accepts, and exit 2 for anything else: entrypoint
   STAGECRAFT_STRICT=1                           refuse (exit 78) instead of falling back
   STAGECRAFT_QUIET=1                            no start-up line on stderr
   STAGECRAFT_REPORT=PATH                        where to write the JSON report first (absolute)
-  STAGECRAFT_BUDGET_S=SECONDS                   per-family probe budget, 0 < S <= 60 (default 2)
+  STAGECRAFT_BUDGET_S=SECONDS                   per-family probe budget, 0.001 <= S <= 60 (default 2)
   STAGECRAFT_PROBE_ROOT=DIR                     test/debug only: read /proc, /sys, /dev under DIR
   STAGECRAFT_IMAGE_JSON=PATH                    test/debug only: image description to use
 Environment (outputs, for CMD): STAGECRAFT_DEVICE_STRING (the chosen device as the
@@ -80,7 +80,48 @@ def load_image(env: Mapping[str, str], root: str) -> dict[str, Any] | None:
         raise ValueError(f"{path}: {type(exc).__name__}: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("kernel_sets", []), list):
         raise ValueError(f"{path}: expected an object with a kernel_sets list")  # noqa: TRY004 - one error type for a bad file
+    why = image_problem(data)
+    if why:
+        raise ValueError(f"{path}: {why}")
     return data
+
+
+def _env_problem(env: object) -> str:
+    if not isinstance(env, dict):
+        return "not an object"
+    for k, v in env.items():
+        if not (k and k.isascii() and (k[0].isalpha() or k[0] == "_") and k.replace("_", "a").isalnum()):
+            from probes._show import shown
+
+            return f"{shown(k, 60)} is not a variable name"
+        if not isinstance(v, str) or "\0" in v:
+            return f"{k}: not a string without NUL"
+    return ""
+
+
+def image_problem(data: Mapping[str, Any]) -> str:
+    """What in image.json's kernel sets and device strings the chooser cannot use (the
+    shapes of probes/kernel_sets.schema.json: each set an object with a string name and
+    device, ``requires`` an object, ``env`` names of variables to strings without NUL;
+    ``device_strings`` strings), or "". Issue 22 review: a set that was a number or an
+    env that was a string ended in "probe failed (AttributeError ...)", and an env name
+    holding a NUL stopped the command itself (exit 126)."""
+    for i, s in enumerate(data.get("kernel_sets", [])):
+        at = f"kernel_sets[{i}]"
+        if not isinstance(s, dict):
+            return f"{at}: not an object"
+        for key in ("name", "device"):
+            if not isinstance(s.get(key), str) or not s[key]:
+                return f"{at}.{key}: not a non-empty string"
+        if not isinstance(s.get("requires") or {}, dict):
+            return f"{at}.requires: not an object"
+        why = _env_problem(s.get("env") or {})
+        if why:
+            return f"{at}.env: {why}"
+    strings = data.get("device_strings") or {}
+    if not isinstance(strings, dict) or not all(isinstance(v, str) for v in strings.values()):
+        return "device_strings: not an object of strings"
+    return ""
 
 
 def summary_line(choice: Any, probes: Mapping[str, Any]) -> str:

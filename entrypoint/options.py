@@ -5,10 +5,12 @@ Each variable, what it accepts, and what happens otherwise (exit 2 is
 probes.select.EXIT_USAGE; the line names the variable and its value, quoted, escaped and
 bounded by probes._show.shown; nothing is probed, written or run):
 
-  STAGECRAFT_BUDGET_S    unset: 2 (seconds). Set: a decimal number of seconds, 0 < S <= 60
-                         (``0.5``, ``2``, ``10.``). Empty, ``nan``, ``inf``, ``1e999``,
-                         ``-1``, ``0``, ``61``, ``abc``: exit 2. Each probed family's
-                         budget (probes.probe_all).
+  STAGECRAFT_BUDGET_S    unset: 2 (seconds). Set: a decimal number of seconds, 0.001 <= S
+                         <= 60 (``0.5``, ``2``, ``10.``). Empty, ``nan``, ``inf``,
+                         ``1e999``, ``-1``, ``0``, ``0.0000001``, ``61``, ``abc``: exit 2.
+                         Each probed family's budget (probes.probe_all). Below a
+                         millisecond every probe timed out: 8 working GPUs were refused
+                         (exit 78, "NVML did not answer within 0.0 s"; issue 22 review).
   STAGECRAFT_QUIET       unset, empty, 0, false, no, off: off; 1, true, yes, on (any case,
   STAGECRAFT_STRICT      spaces around ignored): on. Anything else: exit 2.
   STAGECRAFT_DEVICE      unset or empty: no preference. One of probes.types.FAMILIES
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 DEFAULT_BUDGET_S = 2.0
+MIN_BUDGET_S = 0.001  # below it no probe answers (a probe's grace aside): as good as 0
 MAX_BUDGET_S = 60.0
 _ON, _OFF = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
@@ -80,9 +83,9 @@ def budget(env: Mapping[str, str]) -> float:
         return DEFAULT_BUDGET_S
     text = raw.strip(" \t\n\r")  # str.strip() would also take \x1c-\x1f, which float() refuses
     value = float(text) if _decimal(text) else -1.0
-    if not 0 < value <= MAX_BUDGET_S:
-        raise _bad("STAGECRAFT_BUDGET_S", raw, f"not a number of seconds in (0, {MAX_BUDGET_S:g}]; "
-                   f"set e.g. 2 (the default when unset)")
+    if not MIN_BUDGET_S <= value <= MAX_BUDGET_S:
+        raise _bad("STAGECRAFT_BUDGET_S", raw, f"not a number of seconds in [{MIN_BUDGET_S:g}, "
+                   f"{MAX_BUDGET_S:g}]; set e.g. 2 (the default when unset)")
     return value
 
 

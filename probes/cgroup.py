@@ -115,24 +115,29 @@ def _min_over(root: str, dirs: list[str], name: str, parse) -> float | None:  # 
     return best
 
 
+def _count(text: str) -> int | None:
+    """A count the kernel writes: 1 to 20 ASCII digits (2**64 has 20), else None. int()
+    would also take signs, ``_``, spaces and other scripts' digits, and a quota of 400
+    digits divided by its period overflowed a float, which lost every limit (issue 22
+    review)."""
+    return int(text) if 0 < len(text) <= 20 and text.isascii() and text.isdigit() else None
+
+
+def _quota(quota: str, period: str) -> float | None:
+    """CPUs of a CFS quota and period (both in microseconds); None for no limit (``max``,
+    v1's ``-1``) or a value the kernel does not write (zero, negative, not a count)."""
+    q, p = _count(quota), _count(period)
+    return q / p if q and p else None
+
+
 def _v2_cpu(text: str) -> float | None:
     quota, _, period = text.partition(" ")
-    if quota == "max" or not period:
-        return None
-    try:
-        return int(quota) / int(period)
-    except (ValueError, ZeroDivisionError):
-        return None
+    return _quota(quota, period.strip())
 
 
 def _int_limit(text: str) -> int | None:
-    if text == "max":
-        return None
-    try:
-        v = int(text)
-    except ValueError:
-        return None
-    return None if v < 0 or v >= UNLIMITED_MEMORY else v
+    v = _count(text)  # "max" and anything else the kernel does not write: no limit
+    return None if v is None or v >= UNLIMITED_MEMORY else v
 
 
 def read_limits(root: str = "/") -> Limits:
@@ -166,14 +171,10 @@ def _read(root: str) -> Limits:
             cpu_dir = dirs[0]
             vals = []
             for d in dirs:
-                q = _fs.read(root, f"{d}/cpu.cfs_quota_us")
-                p = _fs.read(root, f"{d}/cpu.cfs_period_us")
-                try:
-                    qi, pi = int((q or "").strip()), int((p or "").strip())
-                except ValueError:
-                    continue
-                if qi > 0 and pi > 0:
-                    vals.append(qi / pi)
+                q = _quota((_fs.read(root, f"{d}/cpu.cfs_quota_us") or "").strip(),
+                           (_fs.read(root, f"{d}/cpu.cfs_period_us") or "").strip())
+                if q is not None:
+                    vals.append(q)
             quota = min(vals) if vals else None
         if "cpuset" in v1:
             _, mroot, mp, _ = v1["cpuset"]

@@ -22,17 +22,19 @@ from probes.types import UNUSABLE, USABLE, CpuProbe
 
 
 def parse_cpuinfo(text: str) -> dict[str, object]:
-    """/proc/cpuinfo text -> {vendor, model, arch, flags (frozenset), processors (int)}."""
+    """/proc/cpuinfo text -> {vendor, model, arch, flags (frozenset), processors (int: the
+    distinct ``processor`` numbers, at most probes._fs.MAX_CPUS)}."""
     first: dict[str, str] = {}
-    processors = 0
+    numbers: set[str] = set()  # each processor once, at most MAX_CPUS of them (issue 22 review)
     for line in text.splitlines():
         key, sep, val = line.partition(":")
         if not sep:
             continue
         key, val = key.strip(), val.strip()
-        if key == "processor":
-            processors += 1
+        if key == "processor" and len(numbers) < _fs.MAX_CPUS:
+            numbers.add(val)
         first.setdefault(key, val)
+    processors = len(numbers)
     if "flags" in first:
         arch = "x86_64" if "lm" in first["flags"].split() else "x86"
         flags = frozenset(first["flags"].lower().split())

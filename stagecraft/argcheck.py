@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from . import kernelfs
 from .errors import InputError, Problem
 
 MAX_KEY = 64 * 1024  # bytes: a cosign key file is a few hundred
@@ -229,17 +230,41 @@ def state_dir_problem(path: Path) -> str:
     """Why ``path`` cannot be the state directory, or "" when it can: it is a writable
     directory, or it is missing and its nearest existing parent is a writable directory
     (``cli`` makes it once every check has passed)."""
+    why = _unresolvable(path)
+    if why:
+        return why
     if path.exists():
         if not path.is_dir():
             return "exists and is not a directory"
-        return "" if os.access(path, os.W_OK | os.X_OK) else "not writable"
+        return "not writable" if not os.access(path, os.W_OK | os.X_OK) else kernelfs.kernel_interface(str(path))
     parent = path.absolute().parent
-    while not parent.exists() and parent != parent.parent:
+    while not os.path.lexists(parent) and parent != parent.parent:
         parent = parent.parent
+    if os.path.islink(parent) and not parent.exists():
+        return f"cannot create it ({parent} is a symbolic link to nothing)"
     if not parent.is_dir():
         return f"cannot create it ({parent} is not a directory)"
     if not os.access(parent, os.W_OK | os.X_OK):
         return f"cannot create it ({parent} is not writable)"
+    why = kernelfs.kernel_interface(str(parent))
+    return f"cannot create it ({parent} is {why})" if why else ""
+
+
+def _unresolvable(path: Path) -> str:
+    """Why ``path`` cannot be looked up (a loop of symbolic links, a name too long, a
+    symbolic link to nothing where the directory would be made), or "". ``Path.exists``
+    answers False for all of these, which read as "missing, can be made" (issue 22
+    review: ``--state-dir LOOP`` passed the checks and the run reached the engine)."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            return "is a symbolic link to nothing"
+        return ""
+    except NotADirectoryError:
+        return ""  # a file above it: the parent walk names that file
+    except OSError as exc:
+        return f"cannot look at it ({exc.strerror or exc})"
     return ""
 
 

@@ -178,6 +178,20 @@ def _file_problem(name: str, version: Version, filename: str) -> str | None:
     return None
 
 
+def _version_problem(version: Version, text: str, entry: dict[str, Any]) -> str | None:
+    """Why a distribution's version cannot be what the resolver wrote (issue 22 review),
+    or None: uv writes versions in PEP 440 normal form (``02.15.05`` is ``2.15.5``), and
+    a local version (``1.0+local``) comes only from the entry's own index: PyPI refuses
+    them on upload (PEP 440, "Local version identifiers"; warehouse), so an entry
+    resolved on PyPI alone (``index_url`` null) holds none."""
+    if str(version) != text:
+        return f"{clip(text, 60)} is not in PEP 440 normal form ({str(version)!r})"
+    if version.local is not None and not (entry.get("inputs") or {}).get("index_url"):
+        return (f"{clip(text, 60)} is a local version, which PyPI does not serve, and this "
+                "entry was resolved on PyPI alone (no index_url)")
+    return None
+
+
 def _python_problems(doc: dict[str, Any]) -> list[tuple[tuple, str]]:
     found: list[tuple[tuple, str]] = []
     for key, entry in doc["python"].items():
@@ -192,10 +206,45 @@ def _python_problems(doc: dict[str, Any]) -> list[tuple[tuple, str]]:
             except InvalidVersion:
                 found.append((at + ("version",), f"{clip(rec['version'], 60)} is not a PEP 440 version"))
                 continue
+            what = _version_problem(version, rec["version"], entry)
+            if what:
+                found.append((at + ("version",), what))
+                continue
             for filename in rec["files"]:
                 what = _file_problem(name, version, filename)
                 if what:
                     found.append((at + ("files", filename), what))
+        if not found and "packages" in entry:
+            found += _input_problems(key, entry)
+    return found
+
+
+def _input_problems(key: str, entry: dict[str, Any]) -> list[tuple[tuple, str]]:
+    """An entry's packages against its own inputs (issue 22 review: a resealed lock whose
+    nvidia-nccl-cu11 was 2.15.6 under a requirement ``==2.15.5``, or held no
+    nvidia-nccl-cu11 at all, passed ``lock --check`` and rendered): every requirement's
+    distribution is locked, and every locked version satisfies each requirement and
+    constraint that names it (``packaging.specifiers``, pre-releases allowed)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    packages = entry["packages"]
+    found: list[tuple[tuple, str]] = []
+    for field in ("requirements", "constraints"):
+        for i, text in enumerate(entry["inputs"].get(field) or []):
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue  # the schema names a line of the wrong form
+            name = canonicalize_name(req.name)
+            at = ("python", key, "inputs", field, i)
+            if name not in packages:
+                if field == "requirements":
+                    found.append((at, f"{clip(text, 60)} is required but {name} is not locked"))
+                continue
+            locked = packages[name]["version"]
+            if not req.specifier.contains(Version(locked), prereleases=True):
+                found.append((("python", key, "packages", name, "version"),
+                              f"{clip(locked, 40)} does not satisfy the entry's {field[:-1]} {clip(text, 60)}"))
     return found
 
 

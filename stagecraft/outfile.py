@@ -18,6 +18,8 @@ import stat
 import tempfile
 from pathlib import Path
 
+from . import kernelfs
+
 
 def _target(path: str) -> Path:
     """The file ``path`` names, its symbolic links followed (missing parts kept)."""
@@ -29,14 +31,15 @@ def problem(path: str) -> str:
     system only (``stat``, ``access``)."""
     target = _target(path)
     parent = target.parent
-    if not parent.is_dir():
-        return f"directory {parent} does not exist"
-    try:
-        mode = os.stat(target).st_mode
+    try:  # the node the path names, its links followed by the kernel: /dev/stdout on a
+        # pipe is a FIFO there, while its realpath (/proc/PID/fd/pipe:[N]) names nothing
+        mode = os.stat(path).st_mode
     except FileNotFoundError:
         mode = None
     except OSError as exc:
         return f"cannot look at it ({exc.strerror or exc})"
+    if not parent.is_dir() and (mode is None or stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        return f"directory {parent} does not exist"
     if mode is not None and stat.S_ISDIR(mode):
         return "is a directory"
     if mode is not None and not stat.S_ISREG(mode):
@@ -45,7 +48,7 @@ def problem(path: str) -> str:
         return f"is {kind}, not a regular file"
     if not os.access(parent, os.W_OK | os.X_OK):
         return f"directory {parent} is not writable"
-    return ""
+    return kernelfs.kernel_interface(str(parent))
 
 
 def write_text(path: str, text: str) -> None:

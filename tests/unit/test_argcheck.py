@@ -70,6 +70,8 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (d / "file").write_text("x\n")
     (d / "dir").mkdir()
     os.mkfifo(d / "fifo")
+    (d / "loop").symlink_to("loop")  # h22 review: Path.exists() is False for these,
+    (d / "dangling").symlink_to(d / "nowhere" / "deeper")  # which read as "can be made"
     return d
 
 
@@ -154,6 +156,14 @@ CASES = [
     (["--tag", TAG, "--registry", "https://registry.example"], {}, "not a registry host"),
     (["--tag", TAG, "--state-dir", "{in}/file/state"], {}, "cannot create it ({in}/file is not a directory)"),
     (["--tag", TAG, "--state-dir", "{in}/file"], {}, "exists and is not a directory"),
+    # h22 review: a loop or a link to nothing passed as "missing, made later"; the run
+    # then reached the engine before mkdir failed
+    (["--tag", TAG, "--state-dir", "{in}/loop"], {}, "--state-dir {in}/loop: cannot look at it (Too many levels"),
+    (["--tag", TAG, "--state-dir", "{in}/loop/state"], {}, "cannot look at it (Too many levels of symbolic links)"),
+    (["--tag", TAG, "--state-dir", "{in}/dangling"], {}, "--state-dir {in}/dangling: is a symbolic link to nothing"),
+    (["--tag", TAG, "--state-dir", "{in}/dangling/a/b"], {}, "cannot create it ({in}/dangling is a symbolic link to nothing)"),
+    (["--tag", TAG, "--state-dir", "{in}/" + "n" * 300], {}, "cannot look at it (File name too long)"),
+    (["verify", REF, "--key", "{in}/cosign.pub", "--state-dir", "{in}/loop"], {}, "Too many levels of symbolic links"),
     (["--tag", TAG, "--test"], {"STAGECRAFT_COSIGN_KEY": "{in}/notakey"},
      "STAGECRAFT_COSIGN_KEY={in}/notakey: not a PEM private key"),
     (["--tag", TAG, "--cache-to", ""], {}, "--cache-to: empty value"),
@@ -179,6 +189,8 @@ CASES = [
     (["render", TAG, "-o", "{in}/dir"], {}, "-o {in}/dir: is a directory"),
     (["render", TAG, "-o", "{in}/fifo"], {}, "-o {in}/fifo: is a FIFO, not a regular file"),
     (["render", TAG, "-o", "{in}/nope/Dockerfile"], {}, "directory {in}/nope does not exist"),
+    (["render", TAG, "-o", "{in}/loop"], {}, "-o {in}/loop: cannot look at it (Too many levels"),
+    (["render", TAG, "-o", "{in}/dangling"], {}, "directory {in}/nowhere does not exist"),
     (["bake", "-o", "{in}/fifo"], {}, "is a FIFO"),
     (["bake", "--cache", "type=s3,bucket=x"], {}, "--cache type=s3,bucket=x: not a cache location"),
     # push
@@ -270,6 +282,43 @@ def test_render_to_a_fifo_is_refused_not_waited_on(inputs):
         f"error: -o {inputs}/fifo: is a FIFO, not a regular file; name a regular file (or a new "
         "one) in a directory you can write"], proc.stderr
     assert stat.S_ISFIFO(os.stat(inputs / "fifo").st_mode), "the FIFO was replaced"
+
+
+@pytest.mark.parametrize("path", ["/dev/stdout", "/proc/self/fd/1"])
+def test_render_to_stdout_on_a_pipe_is_refused_before_rendering(path):
+    """h22 review: ``-o /dev/stdout`` with stdout a pipe passed the check (its realpath,
+    /proc/PID/fd/pipe:[N], names nothing, which read as "a new file") and failed after
+    rendering with "cannot write (No such file or directory)". It is a FIFO: refused
+    as one, before anything ran, and the pipe gets nothing."""
+    proc = subprocess.run([sys.executable, str(ROOT / "build.py"), "render", "2.6.2-cpu", "-o", path],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "", (proc.stdout[:200], proc.stderr)
+    assert proc.stderr.strip().splitlines() == [
+        f"error: -o {path}: is a FIFO, not a regular file; name a regular file (or a new "
+        "one) in a directory you can write"], proc.stderr
+
+
+@pytest.mark.xfail(reason="needs fix in cli.py; h22 review", strict=True)
+@pytest.mark.parametrize("argv", [["--matrix", "{in}/fifo", "list"], ["--matrix", "{in}/nope.yaml", "render", "x"],
+                                  ["push", "2.6.2-cpu"]], ids=["matrix-fifo", "matrix-missing", "push-no-registry"])
+def test_a_refused_run_leaves_the_temporary_directory_alone(argv, inputs, tmp_path):
+    """h22 review: ``cli.main`` enters ``run_scratch()`` (which makes
+    $TMPDIR/stagecraft-UID/run-PID-START and sweeps the scratch directories of dead runs)
+    once ``argcheck`` has passed but before the command loads the matrix: a run refused
+    for its matrix file, its tag or a missing registry has already removed another run's
+    leftovers and made (then removed) its own directory. The fix: load and check the
+    matrix, the tags and the registry before ``with run_scratch():`` (e.g. a
+    ``args.check(args)`` per command run ahead of it, or ``run_scratch`` entered lazily
+    by the first command that needs a temporary file)."""
+    stale = tmp_path / f"stagecraft-{os.getuid()}" / "run-999999999-1"
+    stale.mkdir(parents=True)
+    (stale / "left").write_text("x")
+    proc = subprocess.run([sys.executable, str(ROOT / "build.py"),
+                           *[a.replace("{in}", str(inputs)) for a in argv]], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "TMPDIR": str(tmp_path),
+                                                       "DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert (stale / "left").exists(), "a refused run swept the temporary directory"
 
 
 def test_verify_with_a_malformed_reference_says_so_on_stderr():

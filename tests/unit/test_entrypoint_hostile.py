@@ -26,8 +26,10 @@ from tests.unit.hostile import check_plan, check_run, machine
 # --- the entrypoint's own variables ---------------------------------------------------
 BAD_BUDGETS = ["nan", "NaN", "-nan", "inf", "-inf", "Infinity", "1e999", "1e3", "1e-400", "-1", "0",
                "0.0", "-0", "00", "", " ", "abc", "0\x1f", "2\x1c", "\u30002", "2\x85", "1_0", "\u0662", "2s", "0x10", "61", "60.0000001",
-               "\n", "2\n3", "+2", "\u00b2", "1,5", "9" * 5000, "0.0000000000000", "1e1", "2 2", ".", "-"]
-GOOD_BUDGETS = ["2", "0.5", " 1 ", "60", ".5", "10.", "0.001", "3.25"]
+               "\n", "2\n3", "+2", "\u00b2", "1,5", "9" * 5000, "0.0000000000000", "1e1", "2 2", ".", "-",
+               # h22 review: accepted, and below a millisecond every probe timed out
+               "0.0000001", "0.00000000000000000000001", "0.0009", "\uff11", "0x1", "\x0b2", "2\x0c", " " * 100000]
+GOOD_BUDGETS = ["2", "0.5", " 1 ", "60", ".5", "10.", "0.001", "3.25", "60.", "0.0010"]
 BAD_FLAGS = ["maybe", "2", "y", "n", "tru", "enabled", "-1", "1.0", "\u0661", "on\nforged", "x" * 10000]
 GOOD_FLAGS = ["1", "true", "TRUE", " yes ", "On", "0", "false", "No", "off", ""]
 BAD_DEVICES = ["gpu", "NVIDIA", " cpu", "cpu\n", "cuda", "x" * 1000, "cpu,nvidia", "\u2028"]

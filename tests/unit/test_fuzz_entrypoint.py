@@ -70,7 +70,9 @@ TOOL_SCRIPT = st.one_of(
         lambda t: "#!/bin/sh\nprintf '%s\\n' " + "'" + t[0].replace("'", "").replace("\x00", "") + f"'\nexit {t[1]}\n"))
 
 BUDGET = st.one_of(st.none(), st.sampled_from(["0.3", "0.05", "1", ".5"]), JUNK,
-                   st.sampled_from(["nan", "inf", "1e999", "-1", "0", "", "61", "abc"]))
+                   st.sampled_from(["nan", "inf", "1e999", "-1", "0", "", "61", "abc"]),
+                   # h22 review: decimals of every size, sub-millisecond ones included
+                   st.decimals(min_value=0, max_value=61, places=9, allow_nan=False).map(lambda d: format(d, "f")))
 FLAG = st.one_of(st.none(), st.sampled_from(["1", "0", "true", "no", "", "maybe", " ON "]), JUNK)
 DEVICE = st.one_of(st.none(), st.sampled_from(list(hostile.FAMILIES) + ["", "gpu"]), JUNK)
 OTHER = st.dictionaries(st.sampled_from(["CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "XPU_VISIBLE_DEVICES",

@@ -180,6 +180,17 @@ CONTENT_CASES: list[tuple[str, Any, str]] = [
     ("py-version-shell", _set(PKG + ("version",), "1.16.0;id"), "is not of the expected form"),
     ("py-version-word", _set(PKG + ("version",), "latest"), "is not of the expected form"),
     ("py-version-int", _set(PKG + ("version",), 1), "1 is not of type 'string'"),
+    # h22 review: a local version from PyPI, versions not as the resolver writes them
+    ("py-version-local-on-pypi", _set(PKG, {"version": "1.16.0+local", "files": {"six-1.16.0+local-py3-none-any.whl": SHA}}),
+     "'1.16.0+local' is a local version, which PyPI does not serve"),
+    ("py-version-not-normal", _set(PKG, {"version": "01.16.00", "files": {"six-01.16.00-py3-none-any.whl": SHA}}),
+     "'01.16.00' is not in PEP 440 normal form ('1.16.0')"),
+    ("py-version-not-normal-rc", _set(PKG, {"version": "1.16.0-rc.1", "files": {"six-1.16.0rc1-py3-none-any.whl": SHA}}),
+     "is not in PEP 440 normal form ('1.16.0rc1')"),
+    ("py-version-upper", _set(PKG, {"version": "1.16.0RC1", "files": {"six-1.16.0rc1-py3-none-any.whl": SHA}}),
+     "is not in PEP 440 normal form ('1.16.0rc1')"),
+    ("py-version-epoch-zero", _set(PKG, {"version": "0!1.16.0", "files": {WHEEL: SHA}}),
+     "is not in PEP 440 normal form ('1.16.0')"),
     ("py-no-files", _set(PKG + ("files",), {}), "breaks minProperties 1"),
     ("py-files-list", _set(PKG + ("files",), [SHA]), "is not of type 'object'"),
     ("py-file-exe", _set(PKG + ("files",), {"six-1.16.0.exe": SHA}), "is not of the expected form"),
@@ -199,6 +210,18 @@ CONTENT_CASES: list[tuple[str, Any, str]] = [
     ("py-inputs-after-int", _set(PIN + ("after",), 1), "1 is not allowed here"),
     ("py-inputs-index-ftp", _set(PIN + ("index_url",), "ftp://x"), "is not allowed here"),
     ("py-inputs-requirement-bad", _set(PIN + ("requirements",), ["six>>1"]), "is not of the expected form"),
+    # h22 review: packages that contradict the entry's own inputs (a resealed lock)
+    ("py-locked-version-breaks-requirement", _set(PIN + ("requirements",), ["six==1.15.0"]),
+     "packages.six.version: '1.16.0' does not satisfy the entry's requirement 'six==1.15.0'"),
+    ("py-locked-version-breaks-range", _set(PIN + ("requirements",), ["six<1.16"]),
+     "'1.16.0' does not satisfy the entry's requirement 'six<1.16'"),
+    ("py-locked-version-breaks-constraint", _set(PIN + ("constraints",), ["six!=1.16.0"]),
+     "'1.16.0' does not satisfy the entry's constraint 'six!=1.16.0'"),
+    ("py-required-not-locked", _set(PIN + ("requirements",), ["numpy==1.26.4"]),
+     "inputs.requirements.0: 'numpy==1.26.4' is required but numpy is not locked"),
+    ("py-required-another-locked", _set(("python", PY, "packages"),
+                                        {"six-x": {"version": "1.16.0", "files": {"six_x-1.16.0-py3-none-any.whl": SHA}}}),
+     "'six==1.16.0' is required but six is not locked"),
     ("py-inputs-requirements-text", _set(PIN + ("requirements",), "six==1.16.0"), "is not of type 'array'"),
     ("py-inputs-no-constraints", _drop(PIN + ("constraints",)), "'constraints' is a required property"),
     ("entry-key-huge", _rename(("python", PY), "x" * 5000), "python: key 'xxxxx"),
@@ -299,8 +322,10 @@ def test_the_line_named_is_the_entry_s(sound):
 
 def test_a_quoted_file_name_is_read_as_its_index_serves_it(sound):
     """A wheel whose URL quotes its local version (PyTorch's index: ``%2B``) is a file of
-    its own distribution; one of another version is not."""
+    its own distribution; one of another version is not. (A local version comes from
+    the entry's own index: without index_url it is refused, py-version-local-on-pypi.)"""
     doc = json.loads(sound)
+    doc["python"][PY]["inputs"]["index_url"] = "https://download.pytorch.org/whl/cu128"
     rec = doc["python"][PY]["packages"]["six"]
     rec["version"] = "1.16.0+cu128"
     rec["files"] = {"six-1.16.0%2Bcu128-py3-none-any.whl": SHA}

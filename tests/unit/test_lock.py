@@ -6,6 +6,7 @@ Resolving against the mirror and PyPI is in tests/integration/test_lock.py."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -96,8 +97,15 @@ def test_hand_edited_lock_is_refused(committed_text):
 
 
 def test_renewed_seal_makes_an_edit_loadable(committed_text):
-    edited = lockfile.with_seal_renewed(committed_text.replace("1.26.4", "1.26.5", 1))
+    # A hash changed (as tests/integration/test_locked_build.py does). Not a version:
+    # since the h22 review a locked version must satisfy its entry's own pins.
+    sha = re.search(r'"sha256": "([0-9a-f]{64})"', committed_text).group(1)
+    edited = lockfile.with_seal_renewed(committed_text.replace(sha, "0" * 64, 1))
+    assert edited != committed_text
     assert lockfile.loads(edited).python  # what the build-side hash test relies on
+    pinned = lockfile.with_seal_renewed(committed_text.replace("1.26.4", "1.26.5", 1))
+    with pytest.raises(InputError, match="does not satisfy the entry's constraint 'numpy==1.26.5'"):
+        lockfile.loads(pinned)
 
 
 def test_other_schema_is_refused():

@@ -113,3 +113,23 @@ def test_a_file_swapped_while_writing_is_left_alone(tmp_path: Path, monkeypatch,
     else:
         assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == (["Dockerfile"] if kind != "removed" else [])
+
+
+def test_a_pipe_named_through_proc_is_a_fifo(tmp_path: Path):
+    """h22 review: the realpath of /proc/self/fd/N on a pipe (``pipe:[N]``) names nothing,
+    which passed as "a new file"; the node the path names is a FIFO."""
+    r, w = os.pipe()
+    try:
+        assert outfile.problem(f"/proc/self/fd/{w}") == "is a FIFO, not a regular file"
+        with pytest.raises(FileExistsError):
+            outfile.write_text(f"/proc/self/fd/{w}", "x")
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_a_loop_or_a_link_to_nothing(tmp_path: Path):
+    (tmp_path / "loop").symlink_to("loop")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere" / "f")
+    assert outfile.problem(str(tmp_path / "loop")).startswith("cannot look at it (Too many levels")
+    assert outfile.problem(str(tmp_path / "dangling")) == f"directory {tmp_path / 'nowhere'} does not exist"
