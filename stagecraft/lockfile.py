@@ -59,8 +59,9 @@ def wanted(matrix: Matrix, specs: list[ImageSpec]) -> dict[str, dict[str, dict[s
     """What ``specs`` need locked: ``{"debian": {key: inputs}, "python": {key: inputs}}``.
 
     Debian inputs: ``{"mirror", "suite", "variant", "include", "arch", "stages": {name:
-    [apt spec, ...]}}``. Python inputs: ``{"python", "platform", "requirements",
-    "constraints", "index_url", "no_deps", "after"}`` (``after``: the key of the set this
+    [apt spec, ...]}}``, and ``"stand_ins": [package, ...]`` where the base stands in
+    for some (matrix.yaml's ``apt_stand_ins``). Python inputs: ``{"python", "platform",
+    "requirements", "constraints", "index_url", "no_deps", "after"}`` (``after``: the key of the set this
     one is resolved over, whose pins win; None for most).
     """
     deb: dict[str, dict[str, Any]] = {}
@@ -74,6 +75,8 @@ def wanted(matrix: Matrix, specs: list[ImageSpec]) -> dict[str, dict[str, dict[s
                 "mirror": b.get("mirror", ""), "suite": b.get("suite", spec.base.get("codename", "")),
                 "variant": b.get("variant", "minbase"), "include": sorted(b.get("include", ())),
                 "arch": debian_arch(plat), "stages": {}})
+            if spec.base.get("apt_stand_ins"):
+                entry["stand_ins"] = sorted(spec.base["apt_stand_ins"])
             for stage in spec.chain:
                 apt = stage_apt(comps, stage)
                 if apt:

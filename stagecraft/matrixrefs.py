@@ -41,12 +41,13 @@ def _l(value: Any) -> list:
 
 def stage_shaped(stage: Any) -> bool:
     """Whether a stage's description has the shape later phases read (a template name,
-    lists of strings for ``uses``, ``copies``, ``tests``): a stage with a missing template
-    or a bad description still tells expand what it uses; only its shape matters there."""
+    lists of strings for ``uses``, ``copies``, ``tests``, ``parents``): a stage with a
+    missing template or a bad description still tells expand what it uses; only its shape
+    matters there."""
     return (isinstance(stage, dict) and isinstance(stage.get("template"), str)
             and all(isinstance(stage.get(k, []), list)
                     and all(isinstance(v, str) for v in stage.get(k, []))
-                    for k in ("uses", "copies", "tests")))
+                    for k in ("uses", "copies", "tests", "parents")))
 
 
 def symlink_problems(root: Path, rel: str) -> list[str]:

@@ -113,6 +113,14 @@ class Apt:
                 f.write("\n".join(lines) + "\n\n")
 
 
+def stand_in_stanza(names: list[str]) -> dict[str, str]:
+    """The dpkg stanza of the empty ``stagecraft-stand-ins`` package that the base stage
+    installs (templates/_macros.j2 ``apt_stand_ins``): ``Provides`` every name of
+    ``names``, unversioned, so only an unversioned dependency on one is satisfied by it."""
+    return {"Package": "stagecraft-stand-ins", "Version": "1", "Architecture": "all",
+            "Provides": ", ".join(names)}
+
+
 def _record(stanza: dict[str, str]) -> dict[str, str]:
     return {"version": stanza["Version"], "sha256": stanza["SHA256"]}
 
@@ -151,6 +159,10 @@ def resolve_debian(inputs: dict[str, Any], log: Callable[[str], None]) -> dict[s
                                 "debootstrap --print-debs").split()))
         base = apt.stanzas(names)
         apt.mark_installed(list(base.values()))
+        if inputs.get("stand_ins"):
+            # The base stage's first step installs this empty package (templates/_macros.j2
+            # apt_stand_ins): what it provides, no stage installs.
+            apt.mark_installed([stand_in_stanza(inputs["stand_ins"])])
         stages: dict[str, dict[str, dict[str, str]]] = {}
         # The base stage first (every other stage builds on it), then the rest by name.
         order = sorted(inputs["stages"], key=lambda s: (s != "base", s))

@@ -13,6 +13,19 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# Stood in for: apt counts these installed (stagecraft-stand-ins Provides them) and
+# installs none of their files for a dependency; `apt-get install NAME` gets the real one.
+#   libglx-mesa0: libglx0 Depends on it alone; it pulls Mesa's DRI drivers and LLVM (210 MB), which only a GL context loads (cv2 makes none)
+RUN mkdir -p /tmp/stagecraft-stand-ins/DEBIAN \
+ && printf '%s\n' 'Package: stagecraft-stand-ins' 'Version: 1' 'Architecture: all' \
+      'Maintainer: stagecraft <stagecraft@localhost>' 'Priority: optional' \
+      'Provides: libglx-mesa0' \
+      'Description: Debian packages this image stands in for, with none of their files' \
+      ' To have the real one: apt-get update && apt-get install PACKAGE.' \
+      > /tmp/stagecraft-stand-ins/DEBIAN/control \
+ && dpkg-deb --build /tmp/stagecraft-stand-ins /tmp/stagecraft-stand-ins.deb > /dev/null \
+ && dpkg -i /tmp/stagecraft-stand-ins.deb > /dev/null \
+ && rm -rf /tmp/stagecraft-stand-ins /tmp/stagecraft-stand-ins.deb /var/log/dpkg.log /var/lib/dpkg/*-old
 # Packages, with why each is here:
 #   ca-certificates: TLS roots for pip and the frameworks' downloads
 #   libgomp1: OpenMP runtime the frameworks load at import
@@ -156,7 +169,8 @@ ARG SOURCE_DATE_EPOCH
 # virtual environment on the distro's Python 3.11.
 # System libraries this framework build loads, and those the frameworks' common toolkits
 # load, so that installing one (`pip install paddleocr`) works as it is. A layer of its
-# own: `docker history` shows its size.
+# own: `docker history` shows its size. libGL.so.1 comes without Mesa's GLX vendor (the
+# base stage stands in for it: matrix.yaml apt_stand_ins), so no DRI drivers or LLVM.
 #   libgl1: libGL.so.1, which OpenCV's cv2 module links (PaddleOCR, PaddleDetection import cv2)
 #   libglib2.0-0: libglib-2.0.so.0 and libgthread-2.0.so.0, which OpenCV's cv2 module links
 # (The shell is the base stage's bash with pipefail; hadolint reads each FROM on its own.)
@@ -164,88 +178,30 @@ ARG SOURCE_DATE_EPOCH
 RUN apt-get update \
  && printf '%s\n' \
       'libbsd0 0.11.7-2 ef00f132ddd268ee67d756998723ee18543db27ab34930c0a9f1cff75cf55382' \
-      'libdrm-amdgpu1 2.4.114-1+b1 24692e933b98b2b8b80d87c45728efa2bc7176120ce9efcb8793407e508b5a32' \
-      'libdrm-common 2.4.114-1 32f9664138b38b224383c6986457d5ad2ec8efd559b1a0ce7749405f7a451aad' \
-      'libdrm-nouveau2 2.4.114-1+b1 2acf0db609e8569dd89eea5f3e6f27968de50474d31213665901ad1c6d1133de' \
-      'libdrm-radeon1 2.4.114-1+b1 e53c2b4be53b4a8e6413887525c9172bdc95ed3a140a52ce23d6e1a68789aaa0' \
-      'libdrm2 2.4.114-1+b1 f5f15a46d02cf5d9fa52d4f1c54b8cf80c398711ad771a9938b12399b8d8090c' \
-      'libedit2 3.1-20221030-2 6ca1e355586ebfcfe8122b4d317fcaad4a9a10ca455c6a9bbd36f55bf4be85d3' \
-      'libelf1 0.188-2.1 32971952d8f5d563447bf275f24e26057500924da2d855c1edb53b0f0400bd11' \
       'libgl1 1.6.0-1 f4043ab47f52325973d2b608514b3469b055b65c744861c7f378755a32e799d6' \
-      'libgl1-mesa-dri 22.3.6-1+deb12u2 2381957e885754c0aa59ffef0a3671ad4aeb9e83476d87c979bb2d7675a6a342' \
-      'libglapi-mesa 22.3.6-1+deb12u2 bc604daab873ed7ddf82667903cd84070dde7b99d78a9f7d51a6ffac45575183' \
       'libglib2.0-0 2.74.6-2+deb12u9 61d92fffada7e27fc0ed9d23e047b45bca3b2e3bfe1a918f4ec16559282859f4' \
       'libglvnd0 1.6.0-1 d5063205fab5322ee686f33f87c6315b3fcd1335ea4e7bc8202b48ed4f9c9e83' \
-      'libglx-mesa0 22.3.6-1+deb12u2 59642b0dceb0932ba98dfc40de97c1592ac278fa21749c1283ad4b7332696f8c' \
       'libglx0 1.6.0-1 523f9b71f75e48ae605d8ef298a4b03ade26ade9a808a85329a3bd82a54b9b0d' \
-      'libicu72 72.1-3+deb12u1 4f5d892fd81110435e45ed0a5f1b12899d7ff989d51db283cbc043f5631646d8' \
-      'libllvm15 1:15.0.6-4+b1 9eecca617a53fb80ce0de5c6f475817528b3284cd43eec3863126715dc850dd2' \
-      'libsensors-config 1:3.6.0-7.1 7f3c9fbd822858a9e30335e4a7f66c9468962eb26cd375b93bc8b789660bf02f' \
-      'libsensors5 1:3.6.0-7.1 adfdf7c7ee1a1c7bc61b5bf691d3a501e857c44243c7cdb6c8b81de86592e03b' \
       'libx11-6 2:1.8.4-2+deb12u2 d1d533e983582282a9ea82c87ac5ce715a9b67bd6d1acbd2439a11c63c36549b' \
       'libx11-data 2:1.8.4-2+deb12u2 987a848aeb1c358e4186368871b0526f10bb14c6b53214ab3bf8b69abb830191' \
-      'libx11-xcb1 2:1.8.4-2+deb12u2 21c7e6f19909bb1e02bb3c2089789791858c54d37e86cef9d7872782c1cb711e' \
       'libxau6 1:1.0.9-1 36c2bf400641a80521093771dc2562c903df4065f9eb03add50d90564337ea6c' \
-      'libxcb-dri2-0 1.15-1 ec012de2f5945a5662b32ab1eb59be944e4b5b5ddae89ae28765819df62817f6' \
-      'libxcb-dri3-0 1.15-1 a4b2a700d0da1dcaddc6435986d2ae45e8efdb58a2892a2e87cebb0c85dca359' \
-      'libxcb-glx0 1.15-1 4ad61651315a9267e4447af9cc1a63b08eded03697af34fa65cc3128f5466e37' \
-      'libxcb-present0 1.15-1 df2148b69f25b6a31af73bcfb355b2ae3724678167457996febb3d335377ca17' \
-      'libxcb-randr0 1.15-1 9e09fe9b7f6ac596f8b14499e9a10c336b7d3ff27e78f751dffeac9975113004' \
-      'libxcb-shm0 1.15-1 825931950d42f51cd795cf2e5b9399d840225491e95ec530e0c5a9145c4ba5a0' \
-      'libxcb-sync1 1.15-1 63f165fb851ffacf021cdc4224fb93f5694a5c03dc699f2f4237aa67e1550d25' \
-      'libxcb-xfixes0 1.15-1 e6cfc1f2a68d4c7f0c10e8bf24ebab20d791ba96ec1ca70824ccd927f0fa9e21' \
       'libxcb1 1.15-1 041d9a68415c3ccf3ce8f4f8b88e4bbfb5dc1f0d97013c6ef8423e620ea50f84' \
       'libxdmcp6 1:1.1.2-3 e92569ac33247261aa09adfadc34ced3994ac301cf8b58de415a2d5dbf15ccfc' \
-      'libxext6 2:1.3.4-1+b1 5e9c0ad606eb4674c645fe8e0e64330c47d2729f7a59ed569848610efd5d5b62' \
-      'libxfixes3 1:6.0.0-2 d47bda8fed01b19b41d503e2df05d9166c58e30e2376f2f8784ceb7a834befe6' \
-      'libxml2 2.9.14+dfsg-1.3~deb12u6 0bc00975e459387535a4bbabe98a398f0e77c9ab82474face18d01ae8ed0dae4' \
-      'libxshmfence1 1.3-1 fa2edaae6902681ecd02534dcdf8389ac48714d3385d572cc17747160957acc8' \
-      'libxxf86vm1 1:1.1.4-1+b2 8a4826772ac480804d6b8d776a4130d95260c036b9b218de4c8a0f07eb9c5bba' \
-      'libz3-4 4.8.12-3.1 115080b0aee2d75f316da4be24c8a5e88ed7c362c7b4a4cd13f3af9b9da130f2' \
       > /tmp/stagecraft-apt.lock \
  && while read -r p v _; do [ -n "$(apt-cache show "$p=$v" 2> /dev/null)" ] \
       || { echo "stagecraft: $p $v is locked but the mirror no longer serves it; run \`build.py lock --upgrade\`" >&2; exit 1; }; \
     done < /tmp/stagecraft-apt.lock \
  && apt-get install -y --no-install-recommends --download-only \
       'libbsd0=0.11.7-2' \
-      'libdrm-amdgpu1=2.4.114-1+b1' \
-      'libdrm-common=2.4.114-1' \
-      'libdrm-nouveau2=2.4.114-1+b1' \
-      'libdrm-radeon1=2.4.114-1+b1' \
-      'libdrm2=2.4.114-1+b1' \
-      'libedit2=3.1-20221030-2' \
-      'libelf1=0.188-2.1' \
       'libgl1=1.6.0-1' \
-      'libgl1-mesa-dri=22.3.6-1+deb12u2' \
-      'libglapi-mesa=22.3.6-1+deb12u2' \
       'libglib2.0-0=2.74.6-2+deb12u9' \
       'libglvnd0=1.6.0-1' \
-      'libglx-mesa0=22.3.6-1+deb12u2' \
       'libglx0=1.6.0-1' \
-      'libicu72=72.1-3+deb12u1' \
-      'libllvm15=1:15.0.6-4+b1' \
-      'libsensors-config=1:3.6.0-7.1' \
-      'libsensors5=1:3.6.0-7.1' \
       'libx11-6=2:1.8.4-2+deb12u2' \
       'libx11-data=2:1.8.4-2+deb12u2' \
-      'libx11-xcb1=2:1.8.4-2+deb12u2' \
       'libxau6=1:1.0.9-1' \
-      'libxcb-dri2-0=1.15-1' \
-      'libxcb-dri3-0=1.15-1' \
-      'libxcb-glx0=1.15-1' \
-      'libxcb-present0=1.15-1' \
-      'libxcb-randr0=1.15-1' \
-      'libxcb-shm0=1.15-1' \
-      'libxcb-sync1=1.15-1' \
-      'libxcb-xfixes0=1.15-1' \
       'libxcb1=1.15-1' \
       'libxdmcp6=1:1.1.2-3' \
-      'libxext6=2:1.3.4-1+b1' \
-      'libxfixes3=1:6.0.0-2' \
-      'libxml2=2.9.14+dfsg-1.3~deb12u6' \
-      'libxshmfence1=1.3-1' \
-      'libxxf86vm1=1:1.1.4-1+b2' \
-      'libz3-4=4.8.12-3.1' \
  && for d in /var/cache/apt/archives/*.deb; do \
       [ -e "$d" ] || continue; \
       read -r p v <<< "$(dpkg-deb --showformat="\${Package} \${Version}" -W "$d")"; \
@@ -255,44 +211,15 @@ RUN apt-get update \
     done \
  && apt-get install -y --no-install-recommends \
       'libbsd0=0.11.7-2' \
-      'libdrm-amdgpu1=2.4.114-1+b1' \
-      'libdrm-common=2.4.114-1' \
-      'libdrm-nouveau2=2.4.114-1+b1' \
-      'libdrm-radeon1=2.4.114-1+b1' \
-      'libdrm2=2.4.114-1+b1' \
-      'libedit2=3.1-20221030-2' \
-      'libelf1=0.188-2.1' \
       'libgl1=1.6.0-1' \
-      'libgl1-mesa-dri=22.3.6-1+deb12u2' \
-      'libglapi-mesa=22.3.6-1+deb12u2' \
       'libglib2.0-0=2.74.6-2+deb12u9' \
       'libglvnd0=1.6.0-1' \
-      'libglx-mesa0=22.3.6-1+deb12u2' \
       'libglx0=1.6.0-1' \
-      'libicu72=72.1-3+deb12u1' \
-      'libllvm15=1:15.0.6-4+b1' \
-      'libsensors-config=1:3.6.0-7.1' \
-      'libsensors5=1:3.6.0-7.1' \
       'libx11-6=2:1.8.4-2+deb12u2' \
       'libx11-data=2:1.8.4-2+deb12u2' \
-      'libx11-xcb1=2:1.8.4-2+deb12u2' \
       'libxau6=1:1.0.9-1' \
-      'libxcb-dri2-0=1.15-1' \
-      'libxcb-dri3-0=1.15-1' \
-      'libxcb-glx0=1.15-1' \
-      'libxcb-present0=1.15-1' \
-      'libxcb-randr0=1.15-1' \
-      'libxcb-shm0=1.15-1' \
-      'libxcb-sync1=1.15-1' \
-      'libxcb-xfixes0=1.15-1' \
       'libxcb1=1.15-1' \
       'libxdmcp6=1:1.1.2-3' \
-      'libxext6=2:1.3.4-1+b1' \
-      'libxfixes3=1:6.0.0-2' \
-      'libxml2=2.9.14+dfsg-1.3~deb12u6' \
-      'libxshmfence1=1.3-1' \
-      'libxxf86vm1=1:1.1.4-1+b2' \
-      'libz3-4=4.8.12-3.1' \
  && rm -f /tmp/stagecraft-apt.lock \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \

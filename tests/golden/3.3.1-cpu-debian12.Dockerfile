@@ -13,6 +13,19 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# Stood in for: apt counts these installed (stagecraft-stand-ins Provides them) and
+# installs none of their files for a dependency; `apt-get install NAME` gets the real one.
+#   libglx-mesa0: libglx0 Depends on it alone; it pulls Mesa's DRI drivers and LLVM (210 MB), which only a GL context loads (cv2 makes none)
+RUN mkdir -p /tmp/stagecraft-stand-ins/DEBIAN \
+ && printf '%s\n' 'Package: stagecraft-stand-ins' 'Version: 1' 'Architecture: all' \
+      'Maintainer: stagecraft <stagecraft@localhost>' 'Priority: optional' \
+      'Provides: libglx-mesa0' \
+      'Description: Debian packages this image stands in for, with none of their files' \
+      ' To have the real one: apt-get update && apt-get install PACKAGE.' \
+      > /tmp/stagecraft-stand-ins/DEBIAN/control \
+ && dpkg-deb --build /tmp/stagecraft-stand-ins /tmp/stagecraft-stand-ins.deb > /dev/null \
+ && dpkg -i /tmp/stagecraft-stand-ins.deb > /dev/null \
+ && rm -rf /tmp/stagecraft-stand-ins /tmp/stagecraft-stand-ins.deb /var/log/dpkg.log /var/lib/dpkg/*-old
 # Packages, with why each is here:
 #   ca-certificates: TLS roots for pip and the frameworks' downloads
 #   libgomp1: OpenMP runtime the frameworks load at import
@@ -156,7 +169,8 @@ ARG SOURCE_DATE_EPOCH
 # virtual environment on the distro's Python 3.11.
 # System libraries this framework build loads, and those the frameworks' common toolkits
 # load, so that installing one (`pip install paddleocr`) works as it is. A layer of its
-# own: `docker history` shows its size.
+# own: `docker history` shows its size. libGL.so.1 comes without Mesa's GLX vendor (the
+# base stage stands in for it: matrix.yaml apt_stand_ins), so no DRI drivers or LLVM.
 #   libgl1: libGL.so.1, which OpenCV's cv2 module links (PaddleOCR, PaddleDetection import cv2)
 #   libglib2.0-0: libglib-2.0.so.0 and libgthread-2.0.so.0, which OpenCV's cv2 module links
 # (The shell is the base stage's bash with pipefail; hadolint reads each FROM on its own.)
@@ -164,92 +178,30 @@ ARG SOURCE_DATE_EPOCH
 RUN apt-get update \
  && printf '%s\n' \
       'libbsd0 0.11.7-2 bb31cc8b40f962a85b2cec970f7f79cc704a1ae4bad24257a822055404b2c60b' \
-      'libdrm-amdgpu1 2.4.114-1+b1 b75a71e96f1faac0f131ac657e09efcbe8968eef62cc34b8abfcff2ff9f0cccd' \
-      'libdrm-common 2.4.114-1 32f9664138b38b224383c6986457d5ad2ec8efd559b1a0ce7749405f7a451aad' \
-      'libdrm-intel1 2.4.114-1+b1 b0e39318d14c07f4d85668b6da7f66a1341addf87a47d785c34d5a8b393f544c' \
-      'libdrm-nouveau2 2.4.114-1+b1 ba59bb9ec6e1baf59fc4d4eb095a524e40d045af2413dad9d28df517005388b6' \
-      'libdrm-radeon1 2.4.114-1+b1 2da3a9233187f995ad5a3e6db3d37252ea7209f0ca9605484d03478ebcc15feb' \
-      'libdrm2 2.4.114-1+b1 be18fb670797ba32da9628cf3e8acd83160d8db8c8dd842501dd8e401c3b5371' \
-      'libedit2 3.1-20221030-2 1cf14abf2716d3279db12d0657a5737cf70074a1e71d3bdf73206625e3c89ce6' \
-      'libelf1 0.188-2.1 619add379c606b3ac6c1a175853b918e6939598a83d8ebadf3bdfd50d10b3c8c' \
       'libgl1 1.6.0-1 6f89b1702c48e9a2437bb3c1ffac8e1ab2d828fc28b3d14b2eecd4cc19b2c790' \
-      'libgl1-mesa-dri 22.3.6-1+deb12u2 350e4263aaacd521f6f757951262b57c003930edaf0419508f2c5675317577fe' \
-      'libglapi-mesa 22.3.6-1+deb12u2 2db5b13a6b7f4042f9a417ad7fa4338b6c47528dc64d7f89cfd5e53d07d76bc4' \
       'libglib2.0-0 2.74.6-2+deb12u9 7ff85197685d89e150e342b29a59aab1beee400050ba7da73de81cd999ffee5a' \
       'libglvnd0 1.6.0-1 b6da5b153dd62d8b5e5fbe25242db1fc05c068707c365db49abda8c2427c75f8' \
-      'libglx-mesa0 22.3.6-1+deb12u2 88e7ffa61f1a0a86c30736ad7657ab4774c9b711bbaff76cef0bd32ffb85ec90' \
       'libglx0 1.6.0-1 95f568df73dedf43ae66834a75502112e0d4f3ad7124f3dbfa790b739383b896' \
-      'libicu72 72.1-3+deb12u1 f7f6f99c6d7b025914df2447fc93e11d22c44c0c8bdd8b6f36691c9e7ddcef88' \
-      'libllvm15 1:15.0.6-4+b1 9f0751109ba89e65b1313a4f3e34a29977a0db6fa30ed475e2c6bd555fa9e866' \
-      'libpciaccess0 0.17-2 4025f3608cf431c163efb94fdc553e7b93e16b8f0d741ea87762e19025ffc80e' \
-      'libsensors-config 1:3.6.0-7.1 7f3c9fbd822858a9e30335e4a7f66c9468962eb26cd375b93bc8b789660bf02f' \
-      'libsensors5 1:3.6.0-7.1 b7eb91dce728fbb9203aec8b22637303b29821c3384e5f78a8ff348b4e44efe3' \
       'libx11-6 2:1.8.4-2+deb12u2 d88c973e79fd9b65838d77624142952757e47a6eb1a58602acf0911cf35989f4' \
       'libx11-data 2:1.8.4-2+deb12u2 987a848aeb1c358e4186368871b0526f10bb14c6b53214ab3bf8b69abb830191' \
-      'libx11-xcb1 2:1.8.4-2+deb12u2 f5da45e1d881a793250a96613f28c471a248877f1a0f18a5c90e2a620a76c898' \
       'libxau6 1:1.0.9-1 679db1c4579ec7c61079adeaae8528adeb2e4bf5465baa6c56233b995d714750' \
-      'libxcb-dri2-0 1.15-1 ef4959aa9e09a0d38d1de432e747585129d5d2dc1d84c8b6b3d2ffc3708b5805' \
-      'libxcb-dri3-0 1.15-1 02699b144b9467de8636d27a76984b8f4e7b66e2d25d96df2b9677be86ee9a29' \
-      'libxcb-glx0 1.15-1 1bce55fc292d93fa5f7fa50f84cef99ec29be70d0ffe98e86b8008e59f4a34fa' \
-      'libxcb-present0 1.15-1 89383e627a4d17b9390d609b2459481bfd2029566367b43068586769e418b6e5' \
-      'libxcb-randr0 1.15-1 f86e3d8ff8622871008833e9d064919b7a6237399c903c59fc330ff00f199ff5' \
-      'libxcb-shm0 1.15-1 c1afcef29dc78b95c475159b181b28b1dedaf1d5aa06efd2fa6d90c73bfbe0e5' \
-      'libxcb-sync1 1.15-1 3366ce715220d38dd0148b78a8e738137bade25ef7eec0698850c6f66800844f' \
-      'libxcb-xfixes0 1.15-1 d744a7ebad2cbcf301c96cd6a1ab3ee856e436fc7be5cff5b7c28ac2ac181a64' \
       'libxcb1 1.15-1 fdc61332a3892168f3cc9cfa1fe9cf11a91dc3e0acacbc47cbc50ebaa234cc71' \
       'libxdmcp6 1:1.1.2-3 ecb8536f5fb34543b55bb9dc5f5b14c9dbb4150a7bddb3f2287b7cab6e9d25ef' \
-      'libxext6 2:1.3.4-1+b1 504b7be9d7df4f6f4519e8dd4d6f9d03a9fb911a78530fa23a692fba3058cba6' \
-      'libxfixes3 1:6.0.0-2 1cd616396ff2ecae77e6e8b5b7695d414f0146de2d147837a2a02165f99e1a2c' \
-      'libxml2 2.9.14+dfsg-1.3~deb12u6 4460e39dda10a815881374217cde08474747cfa018358cd8612c14b390eff53b' \
-      'libxshmfence1 1.3-1 1a38142e40e3d32dc4f9a326bf5617363b7d9b4bb762fdcdd262f2192092024d' \
-      'libxxf86vm1 1:1.1.4-1+b2 6f4ca916aaec26d7000fa7f58de3f71119309ab7590ce1f517abfe1825a676c7' \
-      'libz3-4 4.8.12-3.1 6221ca25ad5abcfbe1965801029d85a88b4775320384b4b716de8fab7a4d2f7a' \
       > /tmp/stagecraft-apt.lock \
  && while read -r p v _; do [ -n "$(apt-cache show "$p=$v" 2> /dev/null)" ] \
       || { echo "stagecraft: $p $v is locked but the mirror no longer serves it; run \`build.py lock --upgrade\`" >&2; exit 1; }; \
     done < /tmp/stagecraft-apt.lock \
  && apt-get install -y --no-install-recommends --download-only \
       'libbsd0=0.11.7-2' \
-      'libdrm-amdgpu1=2.4.114-1+b1' \
-      'libdrm-common=2.4.114-1' \
-      'libdrm-intel1=2.4.114-1+b1' \
-      'libdrm-nouveau2=2.4.114-1+b1' \
-      'libdrm-radeon1=2.4.114-1+b1' \
-      'libdrm2=2.4.114-1+b1' \
-      'libedit2=3.1-20221030-2' \
-      'libelf1=0.188-2.1' \
       'libgl1=1.6.0-1' \
-      'libgl1-mesa-dri=22.3.6-1+deb12u2' \
-      'libglapi-mesa=22.3.6-1+deb12u2' \
       'libglib2.0-0=2.74.6-2+deb12u9' \
       'libglvnd0=1.6.0-1' \
-      'libglx-mesa0=22.3.6-1+deb12u2' \
       'libglx0=1.6.0-1' \
-      'libicu72=72.1-3+deb12u1' \
-      'libllvm15=1:15.0.6-4+b1' \
-      'libpciaccess0=0.17-2' \
-      'libsensors-config=1:3.6.0-7.1' \
-      'libsensors5=1:3.6.0-7.1' \
       'libx11-6=2:1.8.4-2+deb12u2' \
       'libx11-data=2:1.8.4-2+deb12u2' \
-      'libx11-xcb1=2:1.8.4-2+deb12u2' \
       'libxau6=1:1.0.9-1' \
-      'libxcb-dri2-0=1.15-1' \
-      'libxcb-dri3-0=1.15-1' \
-      'libxcb-glx0=1.15-1' \
-      'libxcb-present0=1.15-1' \
-      'libxcb-randr0=1.15-1' \
-      'libxcb-shm0=1.15-1' \
-      'libxcb-sync1=1.15-1' \
-      'libxcb-xfixes0=1.15-1' \
       'libxcb1=1.15-1' \
       'libxdmcp6=1:1.1.2-3' \
-      'libxext6=2:1.3.4-1+b1' \
-      'libxfixes3=1:6.0.0-2' \
-      'libxml2=2.9.14+dfsg-1.3~deb12u6' \
-      'libxshmfence1=1.3-1' \
-      'libxxf86vm1=1:1.1.4-1+b2' \
-      'libz3-4=4.8.12-3.1' \
  && for d in /var/cache/apt/archives/*.deb; do \
       [ -e "$d" ] || continue; \
       read -r p v <<< "$(dpkg-deb --showformat="\${Package} \${Version}" -W "$d")"; \
@@ -259,46 +211,15 @@ RUN apt-get update \
     done \
  && apt-get install -y --no-install-recommends \
       'libbsd0=0.11.7-2' \
-      'libdrm-amdgpu1=2.4.114-1+b1' \
-      'libdrm-common=2.4.114-1' \
-      'libdrm-intel1=2.4.114-1+b1' \
-      'libdrm-nouveau2=2.4.114-1+b1' \
-      'libdrm-radeon1=2.4.114-1+b1' \
-      'libdrm2=2.4.114-1+b1' \
-      'libedit2=3.1-20221030-2' \
-      'libelf1=0.188-2.1' \
       'libgl1=1.6.0-1' \
-      'libgl1-mesa-dri=22.3.6-1+deb12u2' \
-      'libglapi-mesa=22.3.6-1+deb12u2' \
       'libglib2.0-0=2.74.6-2+deb12u9' \
       'libglvnd0=1.6.0-1' \
-      'libglx-mesa0=22.3.6-1+deb12u2' \
       'libglx0=1.6.0-1' \
-      'libicu72=72.1-3+deb12u1' \
-      'libllvm15=1:15.0.6-4+b1' \
-      'libpciaccess0=0.17-2' \
-      'libsensors-config=1:3.6.0-7.1' \
-      'libsensors5=1:3.6.0-7.1' \
       'libx11-6=2:1.8.4-2+deb12u2' \
       'libx11-data=2:1.8.4-2+deb12u2' \
-      'libx11-xcb1=2:1.8.4-2+deb12u2' \
       'libxau6=1:1.0.9-1' \
-      'libxcb-dri2-0=1.15-1' \
-      'libxcb-dri3-0=1.15-1' \
-      'libxcb-glx0=1.15-1' \
-      'libxcb-present0=1.15-1' \
-      'libxcb-randr0=1.15-1' \
-      'libxcb-shm0=1.15-1' \
-      'libxcb-sync1=1.15-1' \
-      'libxcb-xfixes0=1.15-1' \
       'libxcb1=1.15-1' \
       'libxdmcp6=1:1.1.2-3' \
-      'libxext6=2:1.3.4-1+b1' \
-      'libxfixes3=1:6.0.0-2' \
-      'libxml2=2.9.14+dfsg-1.3~deb12u6' \
-      'libxshmfence1=1.3-1' \
-      'libxxf86vm1=1:1.1.4-1+b2' \
-      'libz3-4=4.8.12-3.1' \
  && rm -f /tmp/stagecraft-apt.lock \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \

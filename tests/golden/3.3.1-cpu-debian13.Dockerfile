@@ -13,6 +13,19 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# Stood in for: apt counts these installed (stagecraft-stand-ins Provides them) and
+# installs none of their files for a dependency; `apt-get install NAME` gets the real one.
+#   libglx-mesa0: libglx0 Depends on it alone; it pulls Mesa's DRI drivers and LLVM (210 MB), which only a GL context loads (cv2 makes none)
+RUN mkdir -p /tmp/stagecraft-stand-ins/DEBIAN \
+ && printf '%s\n' 'Package: stagecraft-stand-ins' 'Version: 1' 'Architecture: all' \
+      'Maintainer: stagecraft <stagecraft@localhost>' 'Priority: optional' \
+      'Provides: libglx-mesa0' \
+      'Description: Debian packages this image stands in for, with none of their files' \
+      ' To have the real one: apt-get update && apt-get install PACKAGE.' \
+      > /tmp/stagecraft-stand-ins/DEBIAN/control \
+ && dpkg-deb --build /tmp/stagecraft-stand-ins /tmp/stagecraft-stand-ins.deb > /dev/null \
+ && dpkg -i /tmp/stagecraft-stand-ins.deb > /dev/null \
+ && rm -rf /tmp/stagecraft-stand-ins /tmp/stagecraft-stand-ins.deb /var/log/dpkg.log /var/lib/dpkg/*-old
 # Packages, with why each is here:
 #   ca-certificates: TLS roots for pip and the frameworks' downloads
 #   libgomp1: OpenMP runtime the frameworks load at import
@@ -126,7 +139,8 @@ ARG SOURCE_DATE_EPOCH
 # virtual environment on the distro's Python 3.13.
 # System libraries this framework build loads, and those the frameworks' common toolkits
 # load, so that installing one (`pip install paddleocr`) works as it is. A layer of its
-# own: `docker history` shows its size.
+# own: `docker history` shows its size. libGL.so.1 comes without Mesa's GLX vendor (the
+# base stage stands in for it: matrix.yaml apt_stand_ins), so no DRI drivers or LLVM.
 #   libgl1: libGL.so.1, which OpenCV's cv2 module links (PaddleOCR, PaddleDetection import cv2)
 #   libglib2.0-0t64: libglib-2.0.so.0 and libgthread-2.0.so.0, which OpenCV's cv2 module links
 # (The shell is the base stage's bash with pipefail; hadolint reads each FROM on its own.)
@@ -134,88 +148,30 @@ ARG SOURCE_DATE_EPOCH
 RUN apt-get update \
  && printf '%s\n' \
       'libatomic1 14.2.0-19 212b399aae2f7299203d261a57e49372e09565a9a5ea971905f94a3960366c05' \
-      'libdrm-amdgpu1 2.4.124-2 c1d97a5e32e2bc68e833b8abeae026b6306198e87ee4396a7ffecd4779caefbf' \
-      'libdrm-common 2.4.124-2 9a8a6c65c165e9964f106fb4ac710959b5d33e0790227e3ab6b27c4742d1254a' \
-      'libdrm-intel1 2.4.124-2 188ab1fd74c838b3c8055d62107351e16a4bb7a25d39c30bbb9aac30ddd37238' \
-      'libdrm2 2.4.124-2 fe2276901c7cd7b8079de63072d37fe1cbeb4eb001a3bc1f1d662ad89aa0890e' \
-      'libedit2 3.1-20250104-1 b002ea172b9c1e34a67bc497c523c67bb74c3f0a4e98113cb083990a1f1d3bfe' \
-      'libelf1t64 0.192-4 94497b7e17b6f574a0605b380d454e20d3f01a9c63b70c2a2263f679d30053e1' \
-      'libgbm1 25.0.7-2+deb13u1 31fb6d76b9ceaf13848fa617df53f85f62626b4fe7464a93811c720af6d5f2dd' \
       'libgl1 1.7.0-1+b2 87fa2f6e5abaed4ed385fac879c8dd735af719ee2300222d901793c66e041678' \
-      'libgl1-mesa-dri 25.0.7-2+deb13u1 722fad9944bdfd29eb6421576331a2697f83bc4b3551d693edb7aefdde6bb198' \
       'libglib2.0-0t64 2.84.4-3~deb13u5 e2baf92c57d1db1753e5781a61450d9a01e7833c7bd2dfe87776a6811c11ecc2' \
       'libglvnd0 1.7.0-1+b2 887f74008166549ce9e100c906aa937e95d6e5ce1c8d86efe8c95fd953359b9c' \
-      'libglx-mesa0 25.0.7-2+deb13u1 2e6ab57de9931e890621d3ade04213b06e7142a4ae8a72a1756c44d0271aaeb7' \
       'libglx0 1.7.0-1+b2 2721fdca0fe3bd963cb39482eabc253af52b88f4a7f6dbb69e475549daf5af3b' \
-      'libllvm19 1:19.1.7-3+b1 db0d614d61345ca710fb73e75105f1ec6e38898fa7b3aa99fa7eb7d8b0a11d57' \
-      'libpciaccess0 0.17-3+b3 d9a0091071635a84e837051e4813005ac445071731becea28fba4d9806df5252' \
-      'libsensors-config 1:3.6.2-2 3056da80c7d963af795dab480ab6f6f4b154ad4ac39f522dc52d17c834fea253' \
-      'libsensors5 1:3.6.2-2 f0a994a6d7cfa695dea5343d0d1ba7eed796c0ad920c7282998b95f60049c4f6' \
-      'libvulkan1 1.4.309.0-1 f47da79cd140264fe21cceb08bc87a71bc7fec05819e4a421f3f518d21101a37' \
-      'libwayland-server0 1.23.1-3 2967212bd582e0dffca443fdc44f4c660e7368d41f7ee3a7f6314e0c3abfe9ea' \
       'libx11-6 2:1.8.12-1 b5a3fd3bf8c8fd0364bfb9bea00dcba7fc301229bd02dded084632d31f5b0fb3' \
       'libx11-data 2:1.8.12-1 c54f87069888f80ba4da586da6147d74c7598ccdd8b90906dbc4271fa414c738' \
-      'libx11-xcb1 2:1.8.12-1 e05f94d21a932fba5b09b9b13d99df776b155d3bc792c0e294451df9ffe1ba25' \
       'libxau6 1:1.0.11-1 689a9f0e0ba3e2c65431f864871e303ee904de69dd28abfc462663fae030227f' \
-      'libxcb-dri3-0 1.17.0-2+b1 f446d42fb5fcebbb3e347368ba83616769fdb271d85b2f49048e337f3163d267' \
-      'libxcb-glx0 1.17.0-2+b1 cc59a3fa1c4ce376c3a32798179950810bd7b9be9a35bc76de1f5b5e7cc3925e' \
-      'libxcb-present0 1.17.0-2+b1 db95ea4630c55bd7f3281cb60ccf75b1627ef2f4399e1939f8f6161e584a92fb' \
-      'libxcb-randr0 1.17.0-2+b1 f5d9fe5fdf797918f81f0abf6cfd4270bd54659540cddb4da709ab7154523214' \
-      'libxcb-shm0 1.17.0-2+b1 d1777a813f484e89f3dcaadd1d5f2b1a13e9313b6bf70eded16d8ce743208fef' \
-      'libxcb-sync1 1.17.0-2+b1 0ce4770ed1505be9ddc6473045e4662d062aff2f3077ee684265f01cfb543559' \
-      'libxcb-xfixes0 1.17.0-2+b1 f9c1aafc18bf9e4662e34bbaf3bb00f1f4e8c2fc1dd786fdfb6cb9cb6c64fae7' \
       'libxcb1 1.17.0-2+b1 5c222a72d11b866447da31693254f738430726e3e065a384e82687b2fd2f978b' \
       'libxdmcp6 1:1.1.5-1 0740dc760916b2008b45417a42a8fd7dd5de370fb57d31373f15034cda8acf0b' \
-      'libxext6 2:1.3.4-1+b3 fc618ec40465e5ce48622606299cb47833efc3fb235ba15543b81f850722f443' \
-      'libxml2 2.12.7+dfsg+really2.9.14-2.1+deb13u3 e0c6b63ce4602a036a526f60fe5e6c1586710688058d98fc1001b9b3147b7efd' \
-      'libxshmfence1 1.3.3-1 7b339e9e5b2349723d35af4df89bcc7aa456bbdf8ba1754358f9b44c3fe1f964' \
-      'libxxf86vm1 1:1.1.4-1+b4 f9f8487e536293e7ecf91fe7feb14e97e02a3aa652e207c661442dce775d3b14' \
-      'libz3-4 4.13.3-1 71383373523ef62d47eccf660cf6535c3febcbb3f88e54cb7a43124014b57359' \
-      'mesa-libgallium 25.0.7-2+deb13u1 3e610f29321cdcc61337c86e6b4031ff60f0c9915fe19e6a862ac06480620ff4' \
       > /tmp/stagecraft-apt.lock \
  && while read -r p v _; do [ -n "$(apt-cache show "$p=$v" 2> /dev/null)" ] \
       || { echo "stagecraft: $p $v is locked but the mirror no longer serves it; run \`build.py lock --upgrade\`" >&2; exit 1; }; \
     done < /tmp/stagecraft-apt.lock \
  && apt-get install -y --no-install-recommends --download-only \
       'libatomic1=14.2.0-19' \
-      'libdrm-amdgpu1=2.4.124-2' \
-      'libdrm-common=2.4.124-2' \
-      'libdrm-intel1=2.4.124-2' \
-      'libdrm2=2.4.124-2' \
-      'libedit2=3.1-20250104-1' \
-      'libelf1t64=0.192-4' \
-      'libgbm1=25.0.7-2+deb13u1' \
       'libgl1=1.7.0-1+b2' \
-      'libgl1-mesa-dri=25.0.7-2+deb13u1' \
       'libglib2.0-0t64=2.84.4-3~deb13u5' \
       'libglvnd0=1.7.0-1+b2' \
-      'libglx-mesa0=25.0.7-2+deb13u1' \
       'libglx0=1.7.0-1+b2' \
-      'libllvm19=1:19.1.7-3+b1' \
-      'libpciaccess0=0.17-3+b3' \
-      'libsensors-config=1:3.6.2-2' \
-      'libsensors5=1:3.6.2-2' \
-      'libvulkan1=1.4.309.0-1' \
-      'libwayland-server0=1.23.1-3' \
       'libx11-6=2:1.8.12-1' \
       'libx11-data=2:1.8.12-1' \
-      'libx11-xcb1=2:1.8.12-1' \
       'libxau6=1:1.0.11-1' \
-      'libxcb-dri3-0=1.17.0-2+b1' \
-      'libxcb-glx0=1.17.0-2+b1' \
-      'libxcb-present0=1.17.0-2+b1' \
-      'libxcb-randr0=1.17.0-2+b1' \
-      'libxcb-shm0=1.17.0-2+b1' \
-      'libxcb-sync1=1.17.0-2+b1' \
-      'libxcb-xfixes0=1.17.0-2+b1' \
       'libxcb1=1.17.0-2+b1' \
       'libxdmcp6=1:1.1.5-1' \
-      'libxext6=2:1.3.4-1+b3' \
-      'libxml2=2.12.7+dfsg+really2.9.14-2.1+deb13u3' \
-      'libxshmfence1=1.3.3-1' \
-      'libxxf86vm1=1:1.1.4-1+b4' \
-      'libz3-4=4.13.3-1' \
-      'mesa-libgallium=25.0.7-2+deb13u1' \
  && for d in /var/cache/apt/archives/*.deb; do \
       [ -e "$d" ] || continue; \
       read -r p v <<< "$(dpkg-deb --showformat="\${Package} \${Version}" -W "$d")"; \
@@ -225,44 +181,15 @@ RUN apt-get update \
     done \
  && apt-get install -y --no-install-recommends \
       'libatomic1=14.2.0-19' \
-      'libdrm-amdgpu1=2.4.124-2' \
-      'libdrm-common=2.4.124-2' \
-      'libdrm-intel1=2.4.124-2' \
-      'libdrm2=2.4.124-2' \
-      'libedit2=3.1-20250104-1' \
-      'libelf1t64=0.192-4' \
-      'libgbm1=25.0.7-2+deb13u1' \
       'libgl1=1.7.0-1+b2' \
-      'libgl1-mesa-dri=25.0.7-2+deb13u1' \
       'libglib2.0-0t64=2.84.4-3~deb13u5' \
       'libglvnd0=1.7.0-1+b2' \
-      'libglx-mesa0=25.0.7-2+deb13u1' \
       'libglx0=1.7.0-1+b2' \
-      'libllvm19=1:19.1.7-3+b1' \
-      'libpciaccess0=0.17-3+b3' \
-      'libsensors-config=1:3.6.2-2' \
-      'libsensors5=1:3.6.2-2' \
-      'libvulkan1=1.4.309.0-1' \
-      'libwayland-server0=1.23.1-3' \
       'libx11-6=2:1.8.12-1' \
       'libx11-data=2:1.8.12-1' \
-      'libx11-xcb1=2:1.8.12-1' \
       'libxau6=1:1.0.11-1' \
-      'libxcb-dri3-0=1.17.0-2+b1' \
-      'libxcb-glx0=1.17.0-2+b1' \
-      'libxcb-present0=1.17.0-2+b1' \
-      'libxcb-randr0=1.17.0-2+b1' \
-      'libxcb-shm0=1.17.0-2+b1' \
-      'libxcb-sync1=1.17.0-2+b1' \
-      'libxcb-xfixes0=1.17.0-2+b1' \
       'libxcb1=1.17.0-2+b1' \
       'libxdmcp6=1:1.1.5-1' \
-      'libxext6=2:1.3.4-1+b3' \
-      'libxml2=2.12.7+dfsg+really2.9.14-2.1+deb13u3' \
-      'libxshmfence1=1.3.3-1' \
-      'libxxf86vm1=1:1.1.4-1+b4' \
-      'libz3-4=4.13.3-1' \
-      'mesa-libgallium=25.0.7-2+deb13u1' \
  && rm -f /tmp/stagecraft-apt.lock \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \

@@ -80,3 +80,25 @@ def test_tmp_holds_nothing_from_the_build(host, spec):
     left = host.run("find /tmp /var/tmp -mindepth 1 -maxdepth 1 ! -name 'stagecraft-*' "
                     "! -name 'jupyter-*' -print").stdout.split()
     assert left == [], f"{spec['tag']}: build leftovers in /tmp: {left}"
+
+
+def test_dpkg_and_apt_are_consistent_with_the_stand_ins(host, spec):
+    """No half-installed package, no broken dependency (`apt-get check`, read-only: it
+    needs no lock with Debug::NoLocking), and the base's stand-ins (matrix.yaml
+    `apt_stand_ins`) marked by the one empty package, none of them really installed."""
+    audit = host.run("dpkg --audit")
+    assert audit.rc == 0 and audit.stdout.strip() == "", f"{spec['tag']}: dpkg --audit: {audit.stdout[:500]}"
+    check = host.run("apt-get -o Debug::NoLocking=1 check")
+    assert check.rc == 0, f"{spec['tag']}: apt-get check: {(check.stdout + check.stderr)[-500:]}"
+    names = sorted(spec["base"].get("apt_stand_ins") or {})
+    got = host.run("dpkg-query -W -f '${Status}|${Provides}' stagecraft-stand-ins")
+    if not names:
+        assert got.rc != 0, f"{spec['tag']}: stagecraft-stand-ins installed but the base has no stand-ins"
+        return
+    assert got.stdout == "install ok installed|" + ", ".join(names), f"{spec['tag']}: {got.stdout} {got.stderr}"
+    for name in names:
+        real = host.run("dpkg-query -W -f '${Status}' %s", name)
+        # Unknown to dpkg (rc 1), or known and "not-installed": never "install ok installed".
+        assert not real.stdout.endswith(" installed"), f"{spec['tag']}: {name} really installed: {real.stdout}"
+    assert not host.file("/tmp/stagecraft-stand-ins").exists, f"{spec['tag']}: stand-in build tree left"
+    assert not host.file("/tmp/stagecraft-stand-ins.deb").exists, f"{spec['tag']}: stand-in .deb left"

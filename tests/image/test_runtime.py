@@ -201,6 +201,21 @@ def test_system_stays_root_owned(host, spec):
     assert not found, f"{spec['tag']}: group-0 writable system paths: {found}"
 
 
+# The system libraries OpenCV's cv2 module links (`ldd cv2/cv2.abi3.so` of opencv-python
+# 4.10); matrix.yaml's toolkit_apt installs their packages.
+CV2_SYSTEM_LIBS = ("libGL.so.1", "libglib-2.0.so.0", "libgthread-2.0.so.0")
+
+
+def test_cv2_system_libraries_load_as_the_default_user(host, spec):
+    """What `import cv2` needs of the system loads: libGL.so.1 is glvnd's dispatcher,
+    which loads without a GL vendor library (the base stands in for Mesa's)."""
+    if "libgl1" not in (spec["base"].get("toolkit_apt") or {}):
+        pytest.skip(f"{spec['tag']}: the base installs no toolkit libraries")
+    code = f"import ctypes; [ctypes.CDLL(n) for n in {CV2_SYSTEM_LIBS!r}]; print('loaded')"
+    out = host.run("python3 -c %s", code)
+    assert out.rc == 0 and out.stdout.strip() == "loaded", f"{spec['tag']}: {out.stderr[-800:]}"
+
+
 def test_venv_is_group0_writable(host, spec):
     """As jupyter/docker-stacks' fix-permissions: group 0, group-writable, directories
     setgid so new files stay in group 0. Owner root: only the group grants writing."""

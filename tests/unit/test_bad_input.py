@@ -189,6 +189,8 @@ MATRIX_CASES = [
     ("stage-without-parents-above-base", "    parents: [base]\n", "",
      "stage 'runtime' is built on the OS base image (it names no parents), but the chain puts it on 'base'",
      "chain: [base, runtime]"),
+    # Found by test_fuzz (a number where the list goes): the loader crashed with a TypeError.
+    ("parents-not-a-list", "    parents: [base]\n", "    parents: 0\n", "0 is not of type 'array'", "parents: 0"),
     ("parent-undefined", "    parents: [base]\n", "    parents: [bsae]\n",
      "stage 'runtime' names parent 'bsae', which is not defined under stages", "parents: [bsae]"),
     ("parent-itself", "    parents: [base]\n", "    parents: [runtime]\n",

@@ -194,3 +194,67 @@ def test_check_without_a_lock(project, capsys):
     (project / "matrix.lock").unlink()
     assert main(["--matrix", str(project / "matrix.yaml"), "lock", "--check"]) == 2
     assert "no lock file" in capsys.readouterr().err
+
+
+# -- stand-ins (matrix.yaml apt_stand_ins) --------------------------------------------------
+
+def test_stand_ins_are_inputs_of_every_entry_of_their_base(matrix):
+    want = lockfile.wanted(matrix, expand(matrix))
+    for key, inputs in want["debian"].items():
+        base = key.split()[1]
+        names = sorted(matrix.components["base"][base].get("apt_stand_ins", {}))
+        assert names == ["libglx-mesa0"], key  # both bases stand in for Mesa's GLX vendor
+        assert inputs["stand_ins"] == names, key
+
+
+def test_without_stand_ins_the_inputs_have_no_such_key(project):
+    m = project / "matrix.yaml"
+    text = m.read_text()
+    start = text.index("      # Packages the base stage marks as provided")
+    end = text.index("      apt_stand_ins: *glx-stand-in\n")
+    text = text[:start] + text[text.index("\n", text.index("libglx-mesa0: {why:", start)) + 1:end] \
+        + text[end + len("      apt_stand_ins: *glx-stand-in\n"):]
+    m.write_text(text)
+    mx = load_matrix(m)
+    want = lockfile.wanted(mx, expand(mx))
+    assert all("stand_ins" not in inputs for inputs in want["debian"].values())
+
+
+def test_template_and_resolver_stand_in_for_the_same_packages(matrix):
+    """The base stage installs the package whose stanza the resolver marks installed."""
+    from stagecraft.render import render_stages
+    from stagecraft.resolve import stand_in_stanza
+
+    spec = next(s for s in expand(matrix) if s.tag == "2.6.2-cpu")
+    text = next(rs.text for rs in render_stages(matrix, spec, "linux/amd64") if rs.name == "base")
+    stanza = stand_in_stanza(sorted(spec.base["apt_stand_ins"]))
+    for field in ("Package", "Version", "Architecture", "Provides"):
+        assert f"'{field}: {stanza[field]}'" in text, field
+    # Before the base's own apt install, so the resolver's order (stand-in, then the
+    # base stage's packages) is the build's.
+    assert text.index("dpkg -i /tmp/stagecraft-stand-ins.deb") < text.index("RUN apt-get update")
+
+
+def test_check_names_a_removed_stand_in(project, capsys):
+    m = project / "matrix.yaml"
+    m.write_text(m.read_text().replace("      apt_stand_ins: *glx-stand-in\n", "", 1))
+    assert main(["--matrix", str(m), "lock", "--check"]) == 2
+    assert "debian debian13 linux/amd64: locked from other inputs (stand_ins: ['libglx-mesa0'] -> None)" \
+        in capsys.readouterr().err
+
+
+def test_stand_in_without_why_is_one_line_exit_2(project, capsys):
+    m = project / "matrix.yaml"
+    text = m.read_text()
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith("libglx-mesa0: {why:"))
+    m.write_text(text.replace(line, "        libglx-mesa0: {}", 1))
+    before = (project / "matrix.lock").read_bytes()
+    assert main(["--matrix", str(m), "lock", "--check"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    # One line per base using the anchored entry (Debian 13 reuses Debian 12's), each
+    # with the file and line of the entry.
+    assert len(err) == 2, err
+    for ln, base in zip(err, ("debian12", "debian13"), strict=True):
+        assert ln.startswith(f"error: {m}:1"), ln
+        assert f"components.base.{base}.apt_stand_ins.libglx-mesa0: 'why' is a required property" in ln
+    assert (project / "matrix.lock").read_bytes() == before
