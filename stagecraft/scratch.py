@@ -4,8 +4,10 @@ Every temporary file and directory a run makes (build contexts, iid files, root
 filesystems, ...) goes through ``tempfile``; ``run_scratch`` points ``tempfile`` at one
 directory owned by the run, ``<tmp>/stagecraft-<uid>/run-<pid>-<start>``, and removes it
 when the run ends, however it ends short of SIGKILL. A run killed with SIGKILL leaves it;
-the next run removes every such directory whose process is gone (the pid no longer
-exists, or exists with another start time: ``/proc/<pid>/stat`` field 22, see proc(5)).
+the next run that is not refused for its input removes, as it ends, every such directory
+whose process is gone (the pid no longer exists, or exists with another start time:
+``/proc/<pid>/stat`` field 22, see proc(5)). A refused run leaves the disk as it found it
+(issue 22: a run refused for its matrix file had already swept the leftovers).
 
 ``claimed_log`` gives a run the stage log ``<stage>-<key>.log`` under an exclusive
 ``flock`` (flock(2)): a second run building the same stage at the same time writes
@@ -22,6 +24,8 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from .errors import InputError
 
 
 def start_time(pid: int) -> str | None:
@@ -69,24 +73,30 @@ def sweep(base: Path) -> list[Path]:
 @contextmanager
 def run_scratch(tmp: str | None = None) -> Iterator[Path]:
     """Inside the block, ``tempfile`` makes everything under this run's own directory
-    (in ``tmp``, default the system's temporary directory); stale ones of dead runs are
-    removed first, this one at the end. Yields the directory."""
+    (in ``tmp``, default the system's temporary directory), removed when the block ends.
+    When the block ends other than by ``InputError`` (the run was not refused), the
+    directories of dead runs are removed too. Yields the directory."""
     system = Path(tmp or tempfile.gettempdir())
     base = _private_base(system / f"stagecraft-{os.getuid()}")
     if base is None:
         mine = Path(tempfile.mkdtemp(prefix="stagecraft-run-", dir=system))
     else:
-        sweep(base)
         mine = base / f"run-{os.getpid()}-{start_time(os.getpid()) or 0}"
         shutil.rmtree(mine, ignore_errors=True)  # a dead run of the same pid and start
         mine.mkdir(mode=0o700)
     previous = tempfile.tempdir
     tempfile.tempdir = str(mine)
+    refused = False
     try:
         yield mine
+    except InputError:
+        refused = True
+        raise
     finally:
         tempfile.tempdir = previous
         shutil.rmtree(mine, ignore_errors=True)
+        if base is not None and not refused:
+            sweep(base)
 
 
 @contextmanager

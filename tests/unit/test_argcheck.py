@@ -298,18 +298,13 @@ def test_render_to_stdout_on_a_pipe_is_refused_before_rendering(path):
         "one) in a directory you can write"], proc.stderr
 
 
-@pytest.mark.xfail(reason="needs fix in cli.py; h22 review", strict=True)
 @pytest.mark.parametrize("argv", [["--matrix", "{in}/fifo", "list"], ["--matrix", "{in}/nope.yaml", "render", "x"],
                                   ["push", "2.6.2-cpu"]], ids=["matrix-fifo", "matrix-missing", "push-no-registry"])
 def test_a_refused_run_leaves_the_temporary_directory_alone(argv, inputs, tmp_path):
-    """h22 review: ``cli.main`` enters ``run_scratch()`` (which makes
-    $TMPDIR/stagecraft-UID/run-PID-START and sweeps the scratch directories of dead runs)
-    once ``argcheck`` has passed but before the command loads the matrix: a run refused
-    for its matrix file, its tag or a missing registry has already removed another run's
-    leftovers and made (then removed) its own directory. The fix: load and check the
-    matrix, the tags and the registry before ``with run_scratch():`` (e.g. a
-    ``args.check(args)`` per command run ahead of it, or ``run_scratch`` entered lazily
-    by the first command that needs a temporary file)."""
+    """h22 review: a run refused for its matrix file, its tag or a missing registry had
+    already swept the scratch directories of dead runs ($TMPDIR/stagecraft-UID/run-PID-START):
+    ``run_scratch`` swept them as it started. Now it sweeps as a run ends that was not
+    refused, and a refused one leaves the temporary directory as it found it."""
     stale = tmp_path / f"stagecraft-{os.getuid()}" / "run-999999999-1"
     stale.mkdir(parents=True)
     (stale / "left").write_text("x")

@@ -55,3 +55,40 @@ def test_a_held_stage_log_is_not_taken_by_another_process(tmp_path):
         assert log.read_text() == "first run, still building\n", "the other run truncated this log"
     with claimed_log(log) as again:  # free once the first run let go
         assert again == log
+
+
+def _stale(tmp_path: Path) -> Path:
+    stale = tmp_path / f"stagecraft-{os.getuid()}" / "run-999999999-1"  # no such pid
+    (stale / "rootfs").mkdir(parents=True)
+    return stale
+
+
+def test_a_run_that_ends_sweeps_dead_runs_a_refused_one_does_not(tmp_path):
+    """The sweep comes as a run ends that was not refused: after a normal end and after a
+    failure, a dead run's directory is gone; after an ``InputError`` it is left as it was."""
+    import pytest
+
+    from stagecraft.errors import InputError
+
+    stale = _stale(tmp_path)
+    with pytest.raises(InputError), run_scratch(str(tmp_path)):
+        assert stale.is_dir(), "swept as the run started"
+        raise InputError.one("--tag x", "no such tag", "pass a tag from --list")
+    assert (stale / "rootfs").is_dir(), "a refused run swept a dead run's directory"
+    with pytest.raises(RuntimeError), run_scratch(str(tmp_path)):
+        raise RuntimeError("a build failed")
+    assert not stale.exists()
+    stale = _stale(tmp_path)
+    with run_scratch(str(tmp_path)) as mine:
+        pass
+    assert not stale.exists() and not mine.exists()
+
+
+def test_a_command_that_runs_sweeps_dead_runs(tmp_path):
+    """``build.py list`` on the real matrix, the counterpart of test_argcheck's refused runs."""
+    stale = _stale(tmp_path)
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, str(root / "build.py"), "list"], cwd=root, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    assert not stale.exists()
