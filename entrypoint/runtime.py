@@ -51,9 +51,15 @@ def candidates(env: Mapping[str, str]) -> list[str]:
 
 def _usable_dir(d: str, explicit: bool) -> bool:
     """A directory we may write the report into: ours, a real directory (or, when the user
-    named the path, any writable one). Creates it (0700) when missing."""
+    named the path, any writable one). Creates it (0700) when missing: with its parents
+    when the user named the path ($STAGECRAFT_REPORT), else only its last component, so a
+    runtime directory that does not exist ($XDG_RUNTIME_DIR=/nonexistent/dir) is skipped,
+    never made: the XDG Base Directory spec has the system create it, not its users."""
     try:
-        os.makedirs(d, mode=0o700, exist_ok=True)
+        if explicit:
+            os.makedirs(d, mode=0o700, exist_ok=True)
+        elif not os.path.lexists(d):
+            os.mkdir(d, 0o700)
         st = os.stat(d) if explicit else os.lstat(d)
     except (OSError, ValueError):
         return False

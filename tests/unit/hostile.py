@@ -93,12 +93,14 @@ def changed(before: dict[str, tuple[int, int, int]], after: dict[str, tuple[int,
 
 def base_env(root: Path, image: Path, run: Path) -> dict[str, str]:
     """The test's environment: the fixture machine, the report under ``run``, and the
-    fallback runtime dir under it too (XDG_RUNTIME_DIR), so nothing lands on this host."""
+    fallback runtime dir beside it (XDG_RUNTIME_DIR, ``run``'s sibling ``xdg``, made here:
+    the entrypoint never makes a runtime directory), so nothing lands on this host."""
+    (run.parent / "xdg").mkdir(mode=0o700, exist_ok=True)
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("STAGECRAFT_", "CUDA_", "NVIDIA_", "OMP_", "MKL_", "XPU_", "ASCEND_",
                                 "ROCR_", "HIP_", "MLU_", "CN_", "LD_LIBRARY_PATH", "XDG_"))}
     env.update({"STAGECRAFT_PROBE_ROOT": str(root), "STAGECRAFT_IMAGE_JSON": str(image),
-                "STAGECRAFT_REPORT": str(run / "report.json"), "XDG_RUNTIME_DIR": str(run / "xdg"),
+                "STAGECRAFT_REPORT": str(run / "report.json"), "XDG_RUNTIME_DIR": str(run.parent / "xdg"),
                 "PATH": "/usr/local/bin:/usr/bin:/bin"})
     return env
 

@@ -75,14 +75,28 @@ def test_no_limits_leave_thread_pools_alone(tmp_path: Path) -> None:
 
 
 def test_report_written_when_first_dirs_are_not_writable(tmp_path: Path) -> None:
+    """The chain goes on to this host's /run/stagecraft or /tmp/stagecraft-UID: what the
+    test made there is removed again (a report that was there before is only replaced,
+    as a restarted container's would be)."""
+    from entrypoint.runtime import candidates
+
     blocker = tmp_path / "file"
     blocker.write_text("")
-    cp = run(tmp_path, ["sh", "-c", 'echo "$STAGECRAFT_REPORT_PATH"'],
-             env={"STAGECRAFT_REPORT": str(blocker / "x" / "report.json"), "XDG_RUNTIME_DIR": str(blocker / "y")})
-    path = cp.stdout.strip()
-    assert cp.returncode == 0 and path and not path.startswith(str(blocker)), cp.stdout + cp.stderr
-    rep = json.loads(Path(path).read_text())
-    assert rep["chosen"] == "cpu-avx2" and rep["fallback"] is True
+    env = {"STAGECRAFT_REPORT": str(blocker / "x" / "report.json"), "XDG_RUNTIME_DIR": str(blocker / "y")}
+    fallbacks = [Path(c) for c in candidates(env)[1:]]
+    made = [p for q in fallbacks for p in (q.parent, q) if not os.path.lexists(p)]
+    try:
+        cp = run(tmp_path, ["sh", "-c", 'echo "$STAGECRAFT_REPORT_PATH"'], env=env)
+        path = cp.stdout.strip()
+        assert cp.returncode == 0 and path and not path.startswith(str(blocker)), cp.stdout + cp.stderr
+        rep = json.loads(Path(path).read_text())
+        assert rep["chosen"] == "cpu-avx2" and rep["fallback"] is True
+    finally:
+        for p in made[::-1]:  # files before their directories
+            if p.is_file():
+                p.unlink()
+            elif p.is_dir():
+                p.rmdir()
 
 
 def test_report_content(tmp_path: Path) -> None:

@@ -265,6 +265,7 @@ REPORT_NODES = {
 def _report_env(tmp_path: Path) -> tuple[dict[str, str], Path]:
     run = tmp_path / "run"
     run.mkdir()
+    (tmp_path / "xdg").mkdir()  # a runtime directory exists (the system makes it)
     env = {"STAGECRAFT_REPORT": str(run / "target"), "XDG_RUNTIME_DIR": str(tmp_path / "xdg")}
     return env, run
 
@@ -317,7 +318,7 @@ def test_issue_22_the_hosts_dev_null_is_never_replaced(report: str, tmp_path: Pa
     assert stat.S_ISCHR(after.st_mode) and (after.st_ino, after.st_rdev) == (before.st_ino, before.st_rdev)
     assert r.returncode == 0 and f"report not written to {report!r} (a character device)" in r.stderr, r.stderr
     assert r.stderr.splitlines()[0].startswith("stagecraft: cpu-avx2"), r.stderr
-    assert (tmp_path / "run" / "xdg" / "stagecraft" / "report.json").is_file()
+    assert (tmp_path / "xdg" / "stagecraft" / "report.json").is_file()
 
 
 def test_quiet_hides_the_fallback_line_but_the_report_is_elsewhere(tmp_path: Path) -> None:

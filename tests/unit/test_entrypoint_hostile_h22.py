@@ -130,3 +130,21 @@ def test_h22_a_sub_millisecond_budget_with_8_gpus_is_refused_as_an_option(tmp_pa
     assert r.returncode == 2 and r.stderr.startswith(
         "stagecraft: refusing to start: STAGECRAFT_BUDGET_S='0.0000001': not a number of seconds in [0.001, 60]"), r.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_h22_a_missing_runtime_directory_is_skipped_never_made(tmp_path: Path) -> None:
+    """F11: XDG_RUNTIME_DIR=/nonexistent/dir made /nonexistent/dir/stagecraft with every
+    parent. The XDG Base Directory spec has the system make that directory; the report
+    now makes only its own last component, and only in a directory that exists. (The
+    write itself would go on to /run or /tmp of this host, so the directory check is
+    tested alone.)"""
+    from entrypoint import runtime
+
+    missing = tmp_path / "nonexistent" / "dir"
+    assert not runtime._usable_dir(str(missing / "stagecraft"), explicit=False)
+    assert not (tmp_path / "nonexistent").exists()
+    (tmp_path / "xdg").mkdir()
+    assert runtime._usable_dir(str(tmp_path / "xdg" / "stagecraft"), explicit=False)
+    assert (tmp_path / "xdg" / "stagecraft").is_dir()
+    named = tmp_path / "named" / "deep"  # a path the user named is made with its parents
+    assert runtime._usable_dir(str(named), explicit=True) and named.is_dir()

@@ -120,7 +120,7 @@ def lay_out(tmp: Path, x: dict[str, Any]) -> dict[str, str]:
 
 def _allowed(tmp: Path) -> set[str]:
     """Paths (relative to tmp) the entrypoint may create or change: its report locations."""
-    return {"run", "run/report.json", "run/xdg", "run/xdg/stagecraft", "run/xdg/stagecraft/report.json"}
+    return {"run", "run/report.json", "xdg/stagecraft", "xdg/stagecraft/report.json"}
 
 
 @SETTINGS
@@ -133,7 +133,7 @@ def test_plan_and_report(x: dict[str, Any]) -> None:
         out = hostile.check_plan(env)
         if isinstance(out, dict):
             path, line = runtime.write(json.dumps(out), env)
-            assert path in (str(tmp / "run" / "report.json"), str(tmp / "run" / "xdg" / "stagecraft" / "report.json"))
+            assert path in (str(tmp / "run" / "report.json"), str(tmp / "xdg" / "stagecraft" / "report.json"))
             assert "\n" not in line
             assert runtime.load(path) is not None
         moved = hostile.changed(before, hostile.snapshot(tmp))
