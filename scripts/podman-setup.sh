@@ -3,7 +3,9 @@
 # trixie: 5.x) with what rootless needs (uidmap: newuidmap/newgidmap; slirp4netns: the
 # network; fuse-overlayfs: overlay storage where the kernel's own cannot nest;
 # catatonit: the init of the pause image that `podman kube play` builds locally for a
-# pod's infra container, as no registry is reachable to pull one), and one non-root user with subordinate uid/gid ranges and a runtime directory.
+# pod's infra container, as no registry is reachable to pull one; acl: setfacl, for
+# /dev/net/tun below), and one non-root user with subordinate uid/gid ranges, a runtime
+# directory and read/write access to /dev/net/tun.
 #
 # Usage (as root): scripts/podman-setup.sh           set up; a no-op for what exists
 #                  scripts/podman-setup.sh --check   say what is missing; exit 1 if any
@@ -14,7 +16,7 @@ set -euo pipefail
 
 USER_NAME="${STAGECRAFT_PODMAN_USER:-stagecraft-podman}"
 SUBIDS="${STAGECRAFT_PODMAN_SUBIDS:-200000:65536}"
-PACKAGES=(podman uidmap slirp4netns fuse-overlayfs catatonit)
+PACKAGES=(podman uidmap slirp4netns fuse-overlayfs catatonit acl)
 
 die() { echo "podman-setup: $*" >&2; exit 2; }
 say() { echo "podman-setup: $*" >&2; }
@@ -31,6 +33,11 @@ missing() {  # print each missing piece, one per line
     local home; home="$(getent passwd "$USER_NAME" | cut -d: -f6)"
     [ -f "$home/.config/containers/containers.conf" ] || echo "containers.conf of $USER_NAME"
     [ -f "$home/.config/containers/storage.conf" ] || echo "storage.conf of $USER_NAME"
+    tun_usable || echo "read/write on /dev/net/tun for $USER_NAME"
+}
+
+tun_usable() {  # slirp4netns, the rootless network, opens /dev/net/tun as the user
+    [ ! -e /dev/net/tun ] || runuser -u "$USER_NAME" -- test -r /dev/net/tun -a -w /dev/net/tun
 }
 
 case "${1:-}" in
@@ -68,6 +75,17 @@ if ! grep -q "^$USER_NAME:" /etc/subuid 2>/dev/null || ! grep -q "^$USER_NAME:" 
     grep -q "^$USER_NAME:" /etc/subuid 2>/dev/null || usermod --add-subuids "$first-$last" "$USER_NAME"
     grep -q "^$USER_NAME:" /etc/subgid 2>/dev/null || usermod --add-subgids "$first-$last" "$USER_NAME"
 fi
+# udev gives /dev/net/tun mode 0666 on a distribution's host (50-udev-default.rules); a
+# container's /dev may hold it 0600 for root (seen on CI machines), and every rootless
+# `podman run` then fails in slirp4netns ("open(/dev/net/tun): Permission denied"). Grant
+# this one user read/write with an ACL; the node's mode and owner stay as they are. The
+# node is made anew at boot, so a later set-up grants it again.
+if ! tun_usable; then
+    say "granting $USER_NAME read/write on /dev/net/tun (an ACL: slirp4netns needs it)"
+    setfacl -m "u:$USER_NAME:rw" /dev/net/tun \
+        || die "cannot grant $USER_NAME read/write on /dev/net/tun: rootless podman has no network without it"
+fi
+[ -e /dev/net/tun ] || say "no /dev/net/tun on this host (modprobe tun): rootless containers will have no network"
 # Without a systemd login session nobody makes /run/user/UID (XDG_RUNTIME_DIR).
 install -d -m 0700 -o "$USER_NAME" -g "$USER_NAME" "/run/user/$uid"
 # cgroupfs and a file event log: neither needs a systemd user session (cgroup v1 hosts,
