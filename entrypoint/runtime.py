@@ -58,8 +58,11 @@ def _usable_dir(d: str, explicit: bool) -> bool:
     try:
         if explicit:
             os.makedirs(d, mode=0o700, exist_ok=True)
-        elif not os.path.lexists(d):
-            os.mkdir(d, 0o700)
+        else:
+            try:
+                os.mkdir(d, 0o700)
+            except FileExistsError:  # there already, or made by an entrypoint starting beside
+                pass
         st = os.stat(d) if explicit else os.lstat(d)
     except (OSError, ValueError):
         return False

@@ -3,8 +3,8 @@
 # trixie: 5.x) with what rootless needs (uidmap: newuidmap/newgidmap; slirp4netns: the
 # network; fuse-overlayfs: overlay storage where the kernel's own cannot nest;
 # catatonit: the init of the pause image that `podman kube play` builds locally for a
-# pod's infra container, as no registry is reachable to pull one; acl: setfacl, for
-# /dev/net/tun below), and one non-root user with subordinate uid/gid ranges, a runtime
+# pod's infra container, as no registry is reachable to pull one; acl's setfacl only
+# where /dev/net/tun needs it, below), and one non-root user with subordinate uid/gid ranges, a runtime
 # directory and read/write access to /dev/net/tun.
 #
 # Usage (as root): scripts/podman-setup.sh           set up; a no-op for what exists
@@ -16,7 +16,7 @@ set -euo pipefail
 
 USER_NAME="${STAGECRAFT_PODMAN_USER:-stagecraft-podman}"
 SUBIDS="${STAGECRAFT_PODMAN_SUBIDS:-200000:65536}"
-PACKAGES=(podman uidmap slirp4netns fuse-overlayfs catatonit acl)
+PACKAGES=(podman uidmap slirp4netns fuse-overlayfs catatonit)
 
 die() { echo "podman-setup: $*" >&2; exit 2; }
 say() { echo "podman-setup: $*" >&2; }
@@ -36,8 +36,15 @@ missing() {  # print each missing piece, one per line
     tun_usable || echo "read/write on /dev/net/tun for $USER_NAME"
 }
 
-tun_usable() {  # slirp4netns, the rootless network, opens /dev/net/tun as the user
-    [ ! -e /dev/net/tun ] || runuser -u "$USER_NAME" -- test -r /dev/net/tun -a -w /dev/net/tun
+tun_usable() {  # slirp4netns, the rootless network, opens /dev/net/tun as the user:
+    # opened here the same way (a device cgroup can refuse what the mode allows); as a
+    # third user, who can neither switch to that user nor open it for them, not judged
+    [ -e /dev/net/tun ] || return 0
+    local open_it='exec 3<>/dev/net/tun'
+    if [ "$(id -u)" = 0 ]; then runuser -u "$USER_NAME" -- sh -c "$open_it" 2>/dev/null
+    elif [ "$(id -un)" = "$USER_NAME" ]; then sh -c "$open_it" 2>/dev/null
+    else return 0
+    fi
 }
 
 case "${1:-}" in
@@ -78,12 +85,17 @@ fi
 # udev gives /dev/net/tun mode 0666 on a distribution's host (50-udev-default.rules); a
 # container's /dev may hold it 0600 for root (seen on CI machines), and every rootless
 # `podman run` then fails in slirp4netns ("open(/dev/net/tun): Permission denied"). Grant
-# this one user read/write with an ACL; the node's mode and owner stay as they are. The
-# node is made anew at boot, so a later set-up grants it again.
+# this one user read/write with an ACL: owner, group and others keep their access (ls
+# then shows the ACL's mask in the group bits). The node is made anew at boot, so a
+# later set-up grants it again. Where that does not help (no ACL support, a device
+# cgroup), say so and go on: the rest of the set-up does not depend on it.
 if ! tun_usable; then
+    command -v setfacl >/dev/null \
+        || DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends acl >/dev/null
     say "granting $USER_NAME read/write on /dev/net/tun (an ACL: slirp4netns needs it)"
-    setfacl -m "u:$USER_NAME:rw" /dev/net/tun \
-        || die "cannot grant $USER_NAME read/write on /dev/net/tun: rootless podman has no network without it"
+    if ! setfacl -m "u:$USER_NAME:rw" /dev/net/tun || ! tun_usable; then
+        say "warning: $USER_NAME still cannot open /dev/net/tun: rootless containers will have no network"
+    fi
 fi
 [ -e /dev/net/tun ] || say "no /dev/net/tun on this host (modprobe tun): rootless containers will have no network"
 # Without a systemd login session nobody makes /run/user/UID (XDG_RUNTIME_DIR).

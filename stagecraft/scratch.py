@@ -5,9 +5,13 @@ filesystems, ...) goes through ``tempfile``; ``run_scratch`` points ``tempfile``
 directory owned by the run, ``<tmp>/stagecraft-<uid>/run-<pid>-<start>``, and removes it
 when the run ends, however it ends short of SIGKILL. A run killed with SIGKILL leaves it;
 the next run that is not refused for its input removes, as it ends, every such directory
-whose process is gone (the pid no longer exists, or exists with another start time:
-``/proc/<pid>/stat`` field 22, see proc(5)). A refused run leaves the disk as it found it
-(issue 22: a run refused for its matrix file had already swept the leftovers).
+whose run is gone. A run holds an exclusive ``flock`` on ``.lock`` in its directory for
+its whole life, so a directory whose lock can be taken is a dead run's, whatever pid
+namespace either run is in (flock(2)); a directory without one (an older version's) is
+judged by its name: the pid no longer exists, or exists with another start time
+(``/proc/<pid>/stat`` field 22, see proc(5)), and is left alone where /proc cannot tell.
+A refused run leaves the disk as it found it (issue 22: a run refused for its matrix file
+had already swept the leftovers).
 
 ``claimed_log`` gives a run the stage log ``<stage>-<key>.log`` under an exclusive
 ``flock`` (flock(2)): a second run building the same stage at the same time writes
@@ -38,8 +42,14 @@ def start_time(pid: int) -> str | None:
     return raw.rsplit(")", 1)[1].split()[19]  # fields after "(comm)" start at field 3
 
 
+LOCK = ".lock"  # in a run's directory: flock-ed by the run as long as it lives
+
+
 def _owner_alive(name: str) -> bool:
-    """Whether the run that made directory ``run-<pid>-<start>`` is still running."""
+    """Whether the run that made directory ``run-<pid>-<start>`` (one without a lock file)
+    is still running; True where this cannot be told (not one of ours, no /proc)."""
+    if start_time(os.getpid()) is None:
+        return True  # no /proc: every pid would look gone
     try:
         _, pid, start = name.split("-", 2)
         return start_time(int(pid)) == start
@@ -47,25 +57,56 @@ def _owner_alive(name: str) -> bool:
         return True  # not one of ours: leave it
 
 
-def _private_base(base: Path) -> Path | None:
-    """``base`` made (mode 0700) or found as a real directory of this user; None when it
-    is something else (another user's, a symlink): then nothing is swept there."""
+def _private_base(base: Path) -> tuple[Path | None, bool]:
+    """``base`` made (mode 0700) or found as a real directory of this user, and whether
+    this call made it; (None, False) when it is something else (another user's, a
+    symlink): then nothing is swept there."""
     try:
-        base.mkdir(mode=0o700, exist_ok=True)
+        base.mkdir(mode=0o700)
+        made = True
+    except FileExistsError:
+        made = False
+    except OSError:
+        return None, False
+    try:
         st = os.lstat(base)
     except OSError:
-        return None
+        return None, False
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-        return None
-    return base
+        return None, False
+    return base, made
+
+
+def _remove_if_dead(entry: Path) -> bool:
+    """Remove run directory ``entry`` when its run is gone; True when removed. With a lock
+    file, the run is gone when its lock can be taken, and the directory is removed under
+    that lock; without one, by its name (``_owner_alive``)."""
+    try:
+        fd = os.open(entry / LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        if _owner_alive(entry.name):
+            return False
+        shutil.rmtree(entry, ignore_errors=True)
+        return True
+    except OSError:
+        return False  # a lock file we cannot open: leave the directory alone
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False  # held: the run is alive
+    try:
+        shutil.rmtree(entry, ignore_errors=True)
+    finally:
+        os.close(fd)
+    return True
 
 
 def sweep(base: Path) -> list[Path]:
     """Remove the scratch directories under ``base`` whose run is gone; returns them."""
     removed = []
     for entry in base.glob("run-*"):
-        if entry.is_dir() and not entry.is_symlink() and not _owner_alive(entry.name):
-            shutil.rmtree(entry, ignore_errors=True)
+        if entry.is_dir() and not entry.is_symlink() and _remove_if_dead(entry):
             removed.append(entry)
     return removed
 
@@ -77,13 +118,19 @@ def run_scratch(tmp: str | None = None) -> Iterator[Path]:
     When the block ends other than by ``InputError`` (the run was not refused), the
     directories of dead runs are removed too. Yields the directory."""
     system = Path(tmp or tempfile.gettempdir())
-    base = _private_base(system / f"stagecraft-{os.getuid()}")
+    base, made_base = _private_base(system / f"stagecraft-{os.getuid()}")
     if base is None:
         mine = Path(tempfile.mkdtemp(prefix="stagecraft-run-", dir=system))
     else:
         mine = base / f"run-{os.getpid()}-{start_time(os.getpid()) or 0}"
-        shutil.rmtree(mine, ignore_errors=True)  # a dead run of the same pid and start
-        mine.mkdir(mode=0o700)
+        if mine.is_dir() and not mine.is_symlink():
+            _remove_if_dead(mine)  # a dead run of the same pid and start time
+        try:
+            mine.mkdir(mode=0o700)
+        except FileExistsError:  # a live run's name (another pid namespace), or not ours
+            mine = Path(tempfile.mkdtemp(prefix=f"{mine.name}-", dir=base))
+    lock = os.open(mine / LOCK, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # ours alone: the directory was just made
     previous = tempfile.tempdir
     tempfile.tempdir = str(mine)
     refused = False
@@ -95,8 +142,14 @@ def run_scratch(tmp: str | None = None) -> Iterator[Path]:
     finally:
         tempfile.tempdir = previous
         shutil.rmtree(mine, ignore_errors=True)
+        os.close(lock)
         if base is not None and not refused:
             sweep(base)
+        elif base is not None and made_base:
+            try:  # a refused run takes back the base it made, when nothing else is in it
+                base.rmdir()
+            except OSError:
+                pass
 
 
 @contextmanager

@@ -311,3 +311,20 @@ def test_jupyter_starts_read_only_arbitrary_uid(engine: str, request: pytest.Fix
     assert not warned, f"{engine}: the server warned:\n" + "\n".join(warned)
     assert health.returncode == 0 and "healthy: Jupyter server" in health.stdout, (
         f"{engine}: HEALTHCHECK exit {health.returncode}: {health.stdout}{health.stderr}")
+
+
+def test_setup_check_says_the_same_as_root_and_as_the_rootless_user() -> None:
+    """Review s29: ``podman-setup.sh --check`` judged /dev/net/tun with runuser, which only
+    root may use, so run as the rootless user itself (a way these tests may be run:
+    rootless.not_ready) it said "missing" on a ready machine. Both now say ready, and
+    the user can open the device as slirp4netns does."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run the check as both")
+    root = subprocess.run(["bash", str(rootless.SETUP), "--check"], capture_output=True, text=True, timeout=60)
+    as_user = subprocess.run(["runuser", "-u", rootless.USER, "--", "bash", str(rootless.SETUP), "--check"],
+                             capture_output=True, text=True, timeout=60, cwd="/")
+    assert (root.returncode, as_user.returncode) == (0, 0), (root.stderr, as_user.stderr)
+    if os.path.exists("/dev/net/tun"):
+        opened = subprocess.run(["runuser", "-u", rootless.USER, "--", "sh", "-c", "exec 3<>/dev/net/tun"],
+                                capture_output=True, text=True, timeout=60, cwd="/")
+        assert opened.returncode == 0, opened.stderr

@@ -92,3 +92,80 @@ def test_a_command_that_runs_sweeps_dead_runs(tmp_path):
                           text=True, timeout=120, env={**os.environ, "TMPDIR": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr
     assert not stale.exists()
+
+
+def test_a_refused_run_makes_nothing_in_an_empty_tmpdir(tmp_path):
+    """Review s29: the refused run made $TMPDIR/stagecraft-UID and left it. It takes back
+    the base it made (when empty) along with its own directory."""
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, str(root / "build.py"), "push", "2.6.2-cpu"], cwd=root,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert proc.returncode == 2, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "a refused run left a directory in $TMPDIR"
+
+
+_LIVE = """
+import sys, time
+sys.path.insert(0, sys.argv[2])
+from stagecraft.scratch import run_scratch
+with run_scratch(sys.argv[1]) as mine:
+    print(mine, flush=True)
+    sys.stdin.readline()
+    print(mine.exists(), flush=True)
+"""
+_END = """
+import sys
+sys.path.insert(0, sys.argv[2])
+from stagecraft.scratch import run_scratch
+with run_scratch(sys.argv[1]):
+    pass
+"""
+
+
+def test_a_live_run_in_another_pid_namespace_is_not_swept(tmp_path):
+    """Review s29: two runs sharing $TMPDIR from two pid namespaces (a build in a container
+    with the host's /tmp mounted): judged by pid and start time alone, the live run's
+    directory looked dead to the other, which removed it as it ended. The run's lock
+    (flock on .lock) tells across namespaces."""
+    import shutil
+
+    import pytest
+
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare(1) for a pid namespace")
+    root = Path(__file__).resolve().parents[2]
+    live = subprocess.Popen([sys.executable, "-c", _LIVE, str(tmp_path), str(root)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert live.stdout is not None and live.stdin is not None
+    try:
+        mine = Path(live.stdout.readline().strip())
+        subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", _END, str(tmp_path),
+                        str(root)], check=True, timeout=60)
+        live.stdin.write("\n")
+        live.stdin.flush()
+        still = live.stdout.readline().strip()
+    finally:
+        live.stdin.close()
+        live.wait(timeout=30)
+    assert mine.name.startswith("run-") and still == "True", "a live run's directory was removed"
+    assert not mine.exists(), "the live run's own end did not remove its directory"
+
+
+def test_a_dead_runs_locked_directory_is_swept(tmp_path):
+    """A run killed with SIGKILL leaves its directory and lock file; the lock went with
+    the process, so the next run's sweep removes it, even under a name that looks alive."""
+    script = ("import sys, time; sys.path.insert(0, sys.argv[2])\n"
+              "from stagecraft.scratch import run_scratch\n"
+              "with run_scratch(sys.argv[1]) as mine:\n"
+              "    (mine / 'big').write_bytes(b'x' * 1000); print(mine, flush=True); time.sleep(60)\n")
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path), str(root)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    left = Path(proc.stdout.readline().strip())
+    proc.kill()
+    proc.wait()
+    proc.stdout.close()
+    assert (left / "big").is_file() and (left / ".lock").is_file()
+    alias = left.parent / f"run-{os.getpid()}-{start_time(os.getpid())}"  # this live process's name
+    left.rename(alias)
+    assert sweep(left.parent) == [alias] and not alias.exists()
