@@ -5,12 +5,17 @@ stage log held by one process is not truncated by another."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from stagecraft.scratch import claimed_log, run_scratch, start_time, sweep
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_dead_runs_directory_is_swept_a_live_one_kept(tmp_path):
@@ -48,7 +53,7 @@ def test_a_held_stage_log_is_not_taken_by_another_process(tmp_path):
         assert mine == log
         mine.write_text("first run, still building\n")
         proc = subprocess.run([sys.executable, "-c", script, str(log)], capture_output=True,
-                              text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
+                              text=True, timeout=60, cwd=ROOT)
         assert proc.returncode == 0, proc.stderr
         theirs = Path(proc.stdout.strip())
         assert theirs != log and theirs.name.startswith("label-0123456789ab.") and theirs.suffix == ".log"
@@ -66,8 +71,6 @@ def _stale(tmp_path: Path) -> Path:
 def test_a_run_that_ends_sweeps_dead_runs_a_refused_one_does_not(tmp_path):
     """The sweep comes as a run ends that was not refused: after a normal end and after a
     failure, a dead run's directory is gone; after an ``InputError`` it is left as it was."""
-    import pytest
-
     from stagecraft.errors import InputError
 
     stale = _stale(tmp_path)
@@ -87,8 +90,7 @@ def test_a_run_that_ends_sweeps_dead_runs_a_refused_one_does_not(tmp_path):
 def test_a_command_that_runs_sweeps_dead_runs(tmp_path):
     """``build.py list`` on the real matrix, the counterpart of test_argcheck's refused runs."""
     stale = _stale(tmp_path)
-    root = Path(__file__).resolve().parents[2]
-    proc = subprocess.run([sys.executable, str(root / "build.py"), "list"], cwd=root, capture_output=True,
+    proc = subprocess.run([sys.executable, str(ROOT / "build.py"), "list"], cwd=ROOT, capture_output=True,
                           text=True, timeout=120, env={**os.environ, "TMPDIR": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr
     assert not stale.exists()
@@ -97,8 +99,7 @@ def test_a_command_that_runs_sweeps_dead_runs(tmp_path):
 def test_a_refused_run_makes_nothing_in_an_empty_tmpdir(tmp_path):
     """Review s29: the refused run made $TMPDIR/stagecraft-UID and left it. It takes back
     the base it made (when empty) along with its own directory."""
-    root = Path(__file__).resolve().parents[2]
-    proc = subprocess.run([sys.executable, str(root / "build.py"), "push", "2.6.2-cpu"], cwd=root,
+    proc = subprocess.run([sys.executable, str(ROOT / "build.py"), "push", "2.6.2-cpu"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120, env={**os.environ, "TMPDIR": str(tmp_path)})
     assert proc.returncode == 2, proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [], "a refused run left a directory in $TMPDIR"
@@ -127,20 +128,15 @@ def test_a_live_run_in_another_pid_namespace_is_not_swept(tmp_path):
     with the host's /tmp mounted): judged by pid and start time alone, the live run's
     directory looked dead to the other, which removed it as it ended. The run's lock
     (flock on .lock) tells across namespaces."""
-    import shutil
-
-    import pytest
-
     if os.geteuid() != 0 or not shutil.which("unshare"):
         pytest.skip("needs root and unshare(1) for a pid namespace")
-    root = Path(__file__).resolve().parents[2]
-    live = subprocess.Popen([sys.executable, "-c", _LIVE, str(tmp_path), str(root)], stdin=subprocess.PIPE,
+    live = subprocess.Popen([sys.executable, "-c", _LIVE, str(tmp_path), str(ROOT)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
     assert live.stdout is not None and live.stdin is not None
     try:
         mine = Path(live.stdout.readline().strip())
         subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", _END, str(tmp_path),
-                        str(root)], check=True, timeout=60)
+                        str(ROOT)], check=True, timeout=60)
         live.stdin.write("\n")
         live.stdin.flush()
         still = live.stdout.readline().strip()
@@ -158,8 +154,7 @@ def test_a_dead_runs_locked_directory_is_swept(tmp_path):
               "from stagecraft.scratch import run_scratch\n"
               "with run_scratch(sys.argv[1]) as mine:\n"
               "    (mine / 'big').write_bytes(b'x' * 1000); print(mine, flush=True); time.sleep(60)\n")
-    root = Path(__file__).resolve().parents[2]
-    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path), str(root)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path), str(ROOT)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     left = Path(proc.stdout.readline().strip())
     proc.kill()
