@@ -13,6 +13,8 @@
 #   make bake                docker-bake.json for buildx (each stage a target)
 #   make bench               benchmarks (see BENCHMARKS.md)
 #   make fuzz                the property-based tests with the long budget (FUZZ_EXAMPLES per test)
+#   make faults              the fault-injection suite: FAULTS trials (default 500) of five kinds,
+#                            SEED (default: the clock), one JSON line per trial in FAULTS_OUT
 # The project's .venv/ when set-up made one (externally managed system Python), else python3.
 PYTHON ?= $(shell test -x .venv/bin/python && echo .venv/bin/python || echo python3)
 TAG ?= 2.6.2-cpu
@@ -23,7 +25,7 @@ PLATFORMS ?= $(PLATFORM)
 # `make test` also has set-up make the modern engine the tests run on beside this one.
 SETUP_ARGS ?=
 
-.PHONY: setup image test unit lint golden bench push bake fuzz
+.PHONY: setup image test unit lint golden bench push bake fuzz faults
 setup:
 	STAGECRAFT_PLATFORMS=$(PLATFORMS) bash scripts/setup.sh $(SETUP_ARGS)
 
@@ -54,6 +56,14 @@ fuzz:
 	ulimit -v 4194304; FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PYTHON) -m pytest tests/unit/test_fuzz.py \
 	  tests/unit/test_lock_fuzz.py tests/unit/test_fuzz_entrypoint.py -q -p no:warnings \
 	  --hypothesis-profile=long --hypothesis-show-statistics
+
+# The fault-injection suite (issue 24, tests/faults): its own engine, project and registry;
+# about 25 s a trial on 2 cores. `make test` runs one trial of each kind.
+FAULTS ?= 500
+SEED ?= $(shell date +%s)
+FAULTS_OUT ?= faults.jsonl
+faults: setup
+	$(PYTHON) -m tests.faults --faults $(FAULTS) --seed $(SEED) --out $(FAULTS_OUT)
 
 golden:
 	STAGECRAFT_UPDATE_GOLDEN=1 $(PYTHON) -m pytest tests/unit/test_golden.py -q

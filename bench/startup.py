@@ -12,6 +12,8 @@ interleaved (A B B A ...) so that drift on a busy host hits both alike:
   its noise (container create/start, hundreds of ms) dwarfs the entrypoint.
 - in container: inside one container, ``tini -s -- stagecraft-entrypoint true`` minus
   ``true`` (wall time of the child process, ms): the same work without the engine's noise.
+  Before each start (untimed) the report of the start before is removed, so that each
+  finds what a new container has: no report to check and replace.
 
 Images: the CPU image as is; the GPU image with the stand-in NVML
 (tests/nvml_standin) bind-mounted over libnvidia-ml.so.1 and answering for 8 H200s
@@ -20,7 +22,8 @@ pynvml. Goals (issue 4): at most 40 ms on a CPU host, 60 ms with 8 GPUs.
 With ``--baseline-tree DIR`` (a checkout of an earlier revision), the in-container measure
 also times DIR's entrypoint/ and probes/ (byte-compiled by the image's Python, mounted
 read-only) in the same container, interleaved: a regression check free of image and
-engine differences.
+engine differences. ``--tree DIR`` times DIR's entrypoint the same way in place of the
+image's own (this checkout's change measured before any image is rebuilt).
 Writes bench/results/startup.json (every sample, the machine, the load) and prints a table.
 """
 
@@ -55,17 +58,27 @@ RESULTS = ROOT / "bench" / "results" / "startup.json"
 
 # Runs inside the image: interleaved child runs, wall ms each, as JSON on stdout.
 IN_CONTAINER = r"""
-import json, resource, subprocess, sys, time
+import json, os, resource, subprocess, sys, time
 n = int(sys.argv[1])
-variants = {"with": ["/usr/bin/tini", "-s", "--", "@ENTRYPOINT@", "true"], "without": ["true"]}
-if len(sys.argv) > 2:  # a baseline tree mounted beside the image's own entrypoint
-    variants["baseline"] = ["/usr/bin/tini", "-s", "--", sys.argv[2], "true"]
+variants = {"with": ["/usr/bin/tini", "-s", "--", sys.argv[2], "true"], "without": ["true"]}
+if len(sys.argv) > 3:  # a baseline tree mounted beside the entrypoint measured
+    variants["baseline"] = ["/usr/bin/tini", "-s", "--", sys.argv[3], "true"]
 out = {k: [] for k in variants}
 cpu = {k: [] for k in variants}
 def used():
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
+REPORTS = ["/run/stagecraft/report.json", f"/tmp/stagecraft-{os.getuid()}/report.json",
+           f"/dev/shm/stagecraft-{os.getuid()}/report.json"]
+def fresh():  # no report of an earlier start: each start begins as in a new container
+    for p in REPORTS:
+        for f in (os.remove, os.rmdir):
+            try:
+                f(p if f is os.remove else os.path.dirname(p))
+            except OSError:
+                pass
 def once(argv):
+    fresh()
     c0, t0 = used(), time.perf_counter()
     subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
     return (time.perf_counter() - t0) * 1000, (used() - c0) * 1000
@@ -80,8 +93,9 @@ for i in range(n):
         cpu[k].append(c)
 out["cpu"] = cpu
 print(json.dumps(out))
-""".replace("@ENTRYPOINT@", ENTRYPOINT)
+"""
 BASELINE_IN_IMAGE = "/opt/stagecraft-baseline"
+TREE_IN_IMAGE = "/opt/stagecraft-tree"
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -130,13 +144,17 @@ def docker_run_samples(docker: str, ref: str, flags: list[str], n: int) -> dict[
 
 
 def in_container_samples(docker: str, ref: str, flags: list[str], n: int,
-                         baseline: Path | None = None) -> dict[str, object]:
-    """In one container, the entrypoint vs `true` (and, with ``baseline``, the baseline
-    tree's entrypoint, run against the same image, interleaved with the other two)."""
+                         baseline: Path | None = None, tree: Path | None = None) -> dict[str, object]:
+    """In one container, the entrypoint (the image's own, or ``tree``'s prepared copy) vs
+    `true` (and, with ``baseline``, the baseline tree's entrypoint, run against the same
+    image, interleaved with the other two)."""
     extra: list[str] = []
-    args = [str(n)]
+    args = [str(n), ENTRYPOINT]
+    if tree is not None:
+        extra += ["-v", f"{tree}:{TREE_IN_IMAGE}:ro"]
+        args[1] = f"{TREE_IN_IMAGE}/entrypoint/stagecraft-entrypoint"
     if baseline is not None:
-        extra = ["-v", f"{baseline}:{BASELINE_IN_IMAGE}:ro"]
+        extra += ["-v", f"{baseline}:{BASELINE_IN_IMAGE}:ro"]
         args.append(f"{BASELINE_IN_IMAGE}/entrypoint/stagecraft-entrypoint")
     argv = [docker, "run", "--rm", *flags, *extra, "--entrypoint", "python3", ref, "-c", IN_CONTAINER, *args]
     cp = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
@@ -156,9 +174,10 @@ def in_container_samples(docker: str, ref: str, flags: list[str], n: int,
     return out
 
 
-def prepare_baseline(docker: str, ref: str, tree: Path, tmp: str) -> Path:
+def prepare_tree(docker: str, ref: str, tree: Path, tmp: str) -> Path:
     """A copy of ``tree``'s entrypoint/ and probes/, byte-compiled by the image's own
-    Python (as the image build does for its own copy), to mount at BASELINE_IN_IMAGE."""
+    Python (as the image build does for its own copy), to mount in the image (BASELINE_IN_IMAGE,
+    TREE_IN_IMAGE)."""
     dest = Path(tmp) / "baseline"
     for part in ("entrypoint", "probes"):
         shutil.copytree(tree / part, dest / part, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
@@ -198,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline-tree", type=Path, default=None,
                     help="a source tree (e.g. `git archive REV`) whose entrypoint/ and probes/ are "
                          "also timed in the same containers: a regression check")
+    ap.add_argument("--tree", type=Path, default=None,
+                    help="a source tree whose entrypoint/ and probes/ are timed in place of the "
+                         "image's own (in-container measure only)")
     ap.add_argument("--skip-docker-run", action="store_true", help="only the in-container measure")
     args = ap.parse_args(argv)
 
@@ -217,12 +239,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: {ref} ({args.runs} runs per variant) ...", file=sys.stderr, flush=True)
             check = subprocess.run([args.docker, "run", "--rm", *flags, ref, "true"], capture_output=True,
                                    text=True, timeout=300, check=False)
-            base = prepare_baseline(args.docker, ref, args.baseline_tree, tempfile.mkdtemp(dir=tmp)) \
+            base = prepare_tree(args.docker, ref, args.baseline_tree, tempfile.mkdtemp(dir=tmp)) \
                 if args.baseline_tree else None
+            tree = prepare_tree(args.docker, ref, args.tree, tempfile.mkdtemp(dir=tmp)) if args.tree else None
             result["cases"][name] = {  # type: ignore[index]
                 "ref": ref, "flags": flags, "line": check.stderr.strip(),
+                "tree": str(args.tree) if args.tree else None,
                 "docker_run": None if args.skip_docker_run else docker_run_samples(args.docker, ref, flags, args.runs),
-                "in_container": in_container_samples(args.docker, ref, flags, args.runs, base)}
+                "in_container": in_container_samples(args.docker, ref, flags, args.runs, base, tree)}
         result["seconds"] = round(time.monotonic() - t0, 1)
         result["machine"]["loadavg_end"] = list(os.getloadavg())  # type: ignore[index]
 

@@ -40,6 +40,9 @@ PLACES = (
     ("IPYTHONDIR", "ipython", "IPython's profile and history.sqlite (IPython.paths.get_ipython_dir, default ~/.ipython)"),
     ("MPLCONFIGDIR", "matplotlib", "matplotlib's font cache (matplotlib.get_configdir, default ~/.config/matplotlib)"),
     ("XDG_CACHE_HOME", "cache", "pip's cache, torch.hub and others (XDG Base Directory spec, default ~/.cache)"),
+    ("PADDLE_PDX_CACHE_HOME", "paddlex",
+     "PaddleX (PaddleOCR 3) makes its cache, lock and temp dirs there at import and fails without them "
+     "(paddlex/utils/cache.py, default ~/.paddlex)"),
 )
 RUNTIME = PLACES[0][1]
 # What stays readable where it was: a moved directory's old place under $HOME, when it
@@ -84,15 +87,55 @@ def runtime_dir_beside(report_path: str) -> str:
     return os.path.join(os.path.dirname(report_path), RUNTIME)
 
 
-def home_env(env: Mapping[str, str], report_path: str | None) -> dict[str, str]:
-    """The variables of ``plan`` whose directory could be made (mode 0700, beside the
-    report at ``report_path``), for the command's environment; ``{}`` when $HOME is
-    writable or there is no report. Never raises."""
-    if not report_path:
+# getpass.getuser() reads these, in this order, before it asks the passwd database
+# (CPython Lib/getpass.py); with none set and no passwd entry for the uid it raises
+# KeyError ("getpwuid(): uid not found"), and so does what calls it: torch.compile's
+# Inductor names its cache directory after the user (torch/_inductor/runtime/
+# cache_dir_utils.py, default_cache_dir), and fails under an arbitrary uid.
+NAME_VARIABLES = ("LOGNAME", "USER", "LNAME", "USERNAME")
+
+
+# Uids every image has a passwd entry for: root, and the images' own user
+# (templates/base.Dockerfile.j2: useradd --uid 1000; a unit test holds the two equal).
+# For them no lookup is made: it costs about 0.1 ms of a start.
+IMAGE_UIDS = (0, 1000)
+
+
+def user_env(env: Mapping[str, str], uid: int | None = None) -> dict[str, str]:
+    """``{"USER": "<uid>"}`` (the number, as ``ps`` shows a uid without a name) when
+    ``uid`` (default: this process's real uid) has no passwd entry and none of
+    ``NAME_VARIABLES`` is set; ``{}`` otherwise, and without asking the passwd database
+    for ``IMAGE_UIDS``. Any other uid is looked up, whatever its home: an arbitrary uid
+    (OpenShift), or `docker run -u $(id -u) -v $HOME:/home/worker`, which owns its home
+    and has no entry. Never raises."""
+    if any(env.get(v) for v in NAME_VARIABLES):
         return {}
-    wanted = plan(env, os.path.dirname(report_path), home_writable(env),
+    uid = os.getuid() if uid is None else uid
+    if uid in IMAGE_UIDS:
+        return {}
+    import pwd  # built in; asked only for a uid the images do not create
+
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        return {"USER": str(uid)}
+    except (OSError, ValueError, OverflowError):
+        return {}
+    return {}
+
+
+def home_env(env: Mapping[str, str], report_path: str | None) -> dict[str, str]:
+    """The command's extra environment for a uid without a name or a home of its own:
+    ``user_env``'s USER, and, when $HOME is not writable (an arbitrary uid, a read-only
+    root), the variables of ``plan`` whose directory could be made (mode 0700, beside
+    the report at ``report_path``); ``{}`` for the image's own user with its writable
+    home. Never raises."""
+    out = user_env(env)
+    if home_writable(env) or not report_path:
+        return out
+    wanted = plan(env, os.path.dirname(report_path), False,
                   [d for d in home_dirs(env) if os.path.isdir(d)])
-    out = {pv: wanted.pop(pv) for pv, _ in KEEP.values() if pv in wanted}
+    out.update({pv: wanted.pop(pv) for pv, _ in KEEP.values() if pv in wanted})
     for var, path in wanted.items():
         try:
             os.makedirs(path, mode=0o700, exist_ok=True)

@@ -203,6 +203,29 @@ def plan(env: Mapping[str, str], image: dict[str, Any] | None = _UNREAD) -> dict
     return {"choice": choice, "probes": probes, "changes": changes, "report": report}
 
 
+def execvpe(file: str, args: list[str], env: dict[str, str]) -> None:
+    """``os.execvpe``'s search, the same: a name with a slash is run as it is; otherwise
+    each directory of the command's $PATH (``os.defpath`` when unset; an empty entry is
+    the working directory) in turn; raises the first error other than ENOENT/ENOTDIR met,
+    else the last (CPython 3.11 ``os._execvpe``). Written out because ``os.execvpe`` asks
+    ``os.get_exec_path``, which imports ``warnings``: 0.37 ms of every start (issue 22's
+    start-up check). Raises OSError, or ValueError for a NUL; returns never."""
+    if os.path.dirname(file):
+        os.execve(file, args, env)
+    path = env.get("PATH")
+    saved: OSError | None = None
+    last: OSError | None = None
+    for d in (os.defpath if path is None else path).split(os.pathsep):
+        try:
+            os.execve(os.path.join(d, file), args, env)
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            last = exc
+        except OSError as exc:
+            last = exc
+            saved = saved or exc
+    raise saved or last or FileNotFoundError(2, "No such file or directory", file)
+
+
 def exec_command(argv: Sequence[str], env: Mapping[str, str]) -> int:
     """Replace this process with argv (or a shell); returns only on failure (126/127)."""
     cmd = list(argv)
@@ -219,7 +242,7 @@ def exec_command(argv: Sequence[str], env: Mapping[str, str]) -> int:
     except (OSError, ValueError):
         pass
     try:
-        os.execvpe(cmd[0], cmd, dict(env))
+        execvpe(cmd[0], cmd, dict(env))
     except FileNotFoundError:
         _say(f"{cmd[0]}: command not found")
         return 127

@@ -16,7 +16,7 @@ import math
 import os
 import time
 
-from probes import cpuflags, fsread, hwcap
+from probes import cpuflags, fsread
 from probes.cgroup import read_limits
 from probes.types import UNUSABLE, USABLE, CpuProbe
 
@@ -70,6 +70,8 @@ def _emulated(arch: str, flags: frozenset, notes: list[str],
     if not arch or _family(arch) == _family(machine):
         return arch, flags
     if machine == "aarch64":
+        from probes import hwcap  # only under emulation: struct and the tables cost 0.3 ms a start
+
         vec = hwcap.parse_auxv(auxv if auxv is not None else hwcap.read_auxv() or b"")
         flags = hwcap.aarch64_features(vec.get(hwcap.AT_HWCAP, 0), vec.get(hwcap.AT_HWCAP2, 0))
         notes.append(f"emulated aarch64 on a {arch} host: /proc/cpuinfo describes the host; "

@@ -21,8 +21,6 @@ EXIT_USAGE (2: an override names an unknown kernel set or device).
 """
 from __future__ import annotations
 
-import fnmatch
-
 TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -240,6 +238,8 @@ def check_generic(req: Mapping[str, Any], p: Any, family: str) -> tuple[bool, st
         return False, p.reason or f"no usable {family} device", []
     archs = [str(a) for a in req.get("arch", [])]
     if archs:
+        import fnmatch  # only for a set with device arch globs: 0.2 ms of every other start
+
         bad = [d for d in p.devices if d.arch and not any(fnmatch.fnmatch(d.arch, a) for a in archs)]
         if bad and len(bad) == len(p.devices):
             return False, (f"device arch {', '.join(sorted({d.arch for d in bad}))} not in this set's "

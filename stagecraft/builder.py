@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import cache
+from . import cache, tagrecovery
 from .basecache import share_base, take_base
 from .bases import ensure_base
 from .buildreport import BuildReport, ImageResult
@@ -48,6 +48,7 @@ class BuildOptions:
     cache_from: cache.CacheSpec | None = None
     cache_to: cache.CacheSpec | None = None
     journal: TagJournal | None = None
+    before_tags: Callable[[BuildReport], dict[str, bool]] | None = None
 
 
 def index_parts(plan: Plan, images: list) -> dict[str, str]:
@@ -80,6 +81,9 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
         report.warnings.append(text)
         say(f"warning: {text}")
 
+    engine_key = engine.identity()
+    if opts.state_dir.is_dir():  # a run that died inside its tag phase: its names first
+        tagrecovery.recover_now(engine, opts.state_dir, engine_key, say)
     cache_to = _usable_cache_to(opts, warn)
     _ensure_bases(engine, plan, opts.cache_from, cache_to, say, warn)
     build_args = proxy_args()
@@ -100,13 +104,18 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
     for img in plan.images:
         by_tag.setdefault(img.spec.tag, []).append(img)
     for tag, imgs in by_tag.items():
-        res, image_id = _image_result(engine, plan, report, tag, imgs, opts, start, say)
-        report.images.append(res)
-        if res.status == "built":
-            moves += [(f"{opts.repository}:{name}", image_id) for name in imgs[0].spec.names]
-    # Every name of the run at once, or none (signals held, names put back on failure).
+        report.images.append(_image_result(engine, plan, report, tag, imgs, opts, start, say)[0])
+    # With --test the suites run on the built images before any name moves: a name
+    # points at its old image or at a new one whose tests passed (issue 24).
+    verdicts = opts.before_tags(report) if opts.before_tags else {}
+    for res in report.images:
+        if res.status == "built" and verdicts.get(res.tag, True):
+            res.tagged = True
+            moves += [(f"{opts.repository}:{name}", res.image_id) for name in [res.tag, *res.aliases]]
+    # Every name of the run at once, or none (signals held, names put back on failure),
+    # recorded in the state directory first so that a killed run's names are put back.
     apply_tags(engine, moves, opts.journal or TagJournal(),
-               sum(i.status == "built" for i in report.images), say)
+               sum(i.tagged for i in report.images), say, (opts.state_dir, engine_key))
     report.seconds = time.monotonic() - start
     return report
 

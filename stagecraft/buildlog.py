@@ -143,10 +143,18 @@ _STEP_OUTPUT = re.compile(r"^#\d+ \d+\.\d+ (.*)$")
 _STEP_ERROR = re.compile(r"(^|\b)(ERROR|Error|error|E:|fatal|Traceback)\b")
 
 
+# ENOSPC and EDQUOT as strerror(3) words them (errno(3)).
+_NO_SPACE = re.compile(r"No space left on device|Disk quota exceeded")
+
+
 def failure_reason(lines: list[str]) -> str:
     """The most telling line of a failed build's plain-progress output: the last error
     line printed by the failing step itself (pip's, apt's), else BuildKit's own error,
     without the step prefix; at most 300 characters."""
+    full = next((ln for ln in reversed(lines) if _NO_SPACE.search(ln)), None)
+    if full is not None:  # the cause under whatever the step printed first (compileall's, ...)
+        return (f"no space left on device during the build (the engine's storage, most often) "
+                f"({full.strip()[:200]}); free space (build.py prune, docker system prune) and run again")
     out = [m.group(1) for m in map(_STEP_OUTPUT.match, lines) if m]
     mismatch = _pip_hash_mismatch(out) or _pip_unreachable(out)
     if mismatch:

@@ -28,7 +28,8 @@ class StageResult:
 
 @dataclass
 class ImageResult:
-    """One image: ``status`` ``built`` (tagged) or ``failed`` (no tag moved); ``size``
+    """One image: ``status`` ``built`` or ``failed`` (no tag moved); ``tagged`` whether
+    its names moved to it (a built image whose ``--test`` suites failed is not); ``size``
     in bytes as the engine reports it, ``size_kind`` saying what that is: ``unpacked``
     (the classic image store: the layers as extracted) or ``compressed`` (the containerd
     image store: the content it holds, the layers as pushed); ``seconds`` from start of
@@ -47,6 +48,7 @@ class ImageResult:
     cached_stages: int = 0
     error: str = ""
     platforms: dict[str, dict] = field(default_factory=dict)
+    tagged: bool = False
 
 
 @dataclass
@@ -61,5 +63,5 @@ class BuildReport:
 
     @property
     def ok(self) -> bool:
-        """True when every image was tagged."""
+        """True when every image built (``--test`` verdicts are the caller's)."""
         return all(i.status == "built" for i in self.images)

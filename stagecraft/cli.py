@@ -46,6 +46,7 @@ its ``NAME(args)`` in ``pipeline/commands.py``, and one ``command(NAME, SUMMARY,
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -332,6 +333,21 @@ def _terminate(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def _from_engine(exc: BaseException) -> bool:
+    """Whether ``exc`` came from talking to the engine (the docker SDK, or requests and
+    urllib3 under it: a connection refused or cut when the engine stopped mid-run)."""
+    return type(exc).__module__.split(".")[0] in ("docker", "requests", "urllib3")
+
+
+def _engine_gone(exc: BaseException, journal: TagJournal) -> int:
+    """One line for an engine that stopped answering mid-run (killed, restarted, its
+    socket gone): what failed, what the names are, what to do. Returns the exit code."""
+    print(one_line(f"failed: the Docker engine stopped answering ({type(exc).__name__}: "
+                   f"{str(exc)[:200]}); {journal.summary()}; when `docker info` answers again, "
+                   "run the same command: complete stages are reused"), file=sys.stderr)
+    return EXIT_FAILED
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``build.py``; returns the exit status."""
     args = _parse(sys.argv[1:] if argv is None else list(argv))
@@ -355,10 +371,15 @@ def main(argv: list[str] | None = None) -> int:
         print(args.journal.interrupted(), file=sys.stderr)
         return 130
     except OSError as exc:  # a path given on the command line, the state directory, ...
-        print(one_line(f"failed: {exc.filename or ''}: {exc.strerror or exc}; check the path "
-                       "and its permissions"), file=sys.stderr)
+        if _from_engine(exc):
+            return _engine_gone(exc, args.journal)
+        what = ("free space on its file system and run again" if exc.errno in (errno.ENOSPC, errno.EDQUOT)
+                else "check the path and its permissions")
+        print(one_line(f"failed: {exc.filename or ''}: {exc.strerror or exc}; {what}"), file=sys.stderr)
         return EXIT_FAILED
     except Exception as exc:  # noqa: BLE001 - last resort: one line, never a traceback
+        if _from_engine(exc):
+            return _engine_gone(exc, args.journal)
         print(f"failed: internal error {type(exc).__name__}: {str(exc)[:300]}; please report "
               "it with the command line (STAGECRAFT_DEBUG=1 shows the traceback)", file=sys.stderr)
         if os.environ.get("STAGECRAFT_DEBUG") == "1":

@@ -101,6 +101,17 @@ class Engine:
         except docker.errors.DockerException as exc:
             raise BuildError(f"cannot remove the name {ref}: {_short(exc)}") from None
 
+    def identity(self) -> str:
+        """The engine's own ID (``docker info``'s ``ID``; its socket address where the
+        engine gives none): what the state directory's tag record is kept per. Raises
+        BuildError when ``docker info`` fails: a stand-in key there would let two runs
+        on one engine take different locks."""
+        try:
+            return str(self.client.info().get("ID") or "") or self.client.api.base_url
+        except docker.errors.DockerException as exc:
+            raise BuildError(f"the Docker engine did not say its ID (docker info: {_short(exc)}); "
+                             "no tag was moved: run again once `docker info` answers") from None
+
     def pull(self, ref: str) -> str:
         """Pull ``ref`` (pinned by digest); returns the image id. Raises BuildError."""
         try:

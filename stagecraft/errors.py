@@ -60,3 +60,13 @@ class InputError(Exception):
 
 class BuildError(Exception):
     """The engine or a build step failed (not the user's input); the CLI exits 1."""
+
+
+def engine_unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the engine did not answer at all (its connection refused or
+    cut, its socket gone: the engine was killed or is restarting), as opposed to an
+    answer that refused the request. The docker SDK raises these from requests and
+    urllib3 under it (``requests.exceptions.ConnectionError``, urllib3's
+    ``ProtocolError``), or the builtin ``ConnectionError`` family."""
+    return (type(exc).__module__.split(".")[0] in ("requests", "urllib3")
+            or isinstance(exc, ConnectionError))

@@ -9,6 +9,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from . import statefile
 from .buildpath import Builder
 from .errors import BuildError
 from .ocilayout import single_image
@@ -33,7 +34,11 @@ def load_layout(b: Builder, layout: Path, log_path: Path, provenance_dir: Path |
             if statement.get("predicateType", "").startswith("https://slsa.dev/provenance/"):
                 provenance_dir.mkdir(parents=True, exist_ok=True)
                 out = provenance_dir / f"{manifest.removeprefix('sha256:')}.intoto.json"
-                out.write_text(json.dumps(statement, indent=1, sort_keys=True) + "\n")
+                try:  # whole or not at all: a full disk must not leave half a statement
+                    statefile.write_atomic(out, json.dumps(statement, indent=1, sort_keys=True) + "\n")
+                except OSError as exc:
+                    raise BuildError(f"cannot write the build's provenance {out} "
+                                     f"({exc.strerror or exc}); free space there and run again") from None
     with open(log_path, "a", encoding="utf-8") as log:
         log.write(f"$ tar -C {layout} -cf - . | {b.client} load\n")
         log.flush()
@@ -51,7 +56,19 @@ def load_layout(b: Builder, layout: Path, log_path: Path, provenance_dir: Path |
             tar.wait()
     if proc.returncode != 0 or tar.returncode != 0:
         raise BuildError(f"loading the built image failed (docker load exit {proc.returncode}, "
-                         f"tar exit {tar.returncode}); log: {log_path}")
+                         f"tar exit {tar.returncode}{_last_line(log_path)}); log: {log_path}")
     if image_id(manifest) is None:
         raise BuildError(f"the engine has no image {manifest[:19]} after loading it; log: {log_path}")
     return manifest
+
+
+def _last_line(log_path: Path, limit: int = 4096) -> str:
+    """``": <the log's last non-empty line>"`` (what docker load said: a full disk, ...),
+    read from at most its last ``limit`` bytes; "" when there is none."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(max(f.seek(0, 2) - limit, 0))
+            lines = [ln.strip() for ln in f.read(limit).decode("utf-8", "replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return f": {lines[-1][:200]}" if lines else ""

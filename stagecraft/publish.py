@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 import requests
+import urllib3
 
 from .errors import InputError, Problem
 from .expand import ImageSpec
@@ -68,7 +69,14 @@ from .pushsteps import DEFAULT_POLICY, Daemon, PublishError, auth_message, push_
 from .registry import Registry, api_repository, classify, loopback
 from .retry import RetryPolicy
 from .runmanifest import Candidate, ImagePush, NamePush, RunManifest, TestGate, run_id, write_run
+from .statefile import Unreadable
 from .testing import load_record, record_path
+
+# Seconds a push may go without a progress event from the daemon before it is stopped
+# (and retried as a transient failure): Docker sends progress every few hundred
+# milliseconds while a layer uploads, and nothing at all while the registry holds a
+# request unanswered, which its own client waits on without a limit.
+PUSH_STALL_S = 120.0
 
 
 class EngineDaemon:
@@ -76,9 +84,10 @@ class EngineDaemon:
     config once, at ``docker.from_env()``, and sends the registry's entry (helpers
     resolved) as ``X-Registry-Auth`` with each push."""
 
-    def __init__(self, engine: Any):
+    def __init__(self, engine: Any, stall_s: float = 0.0):
         self.engine = engine
         self.api = engine.client.api
+        self.stall_s = stall_s or PUSH_STALL_S
 
     def image_id(self, ref: str) -> str | None:
         return self.engine.image_id(ref)
@@ -90,15 +99,28 @@ class EngineDaemon:
     def push(self, repository: str, tag: str) -> Iterator[dict[str, Any]]:
         import docker.errors
 
+        # The stream's read timeout is the stall limit: the daemon sends progress while
+        # layers move, and nothing while a registry holds a request unanswered.
+        kept, self.api.timeout = self.api.timeout, self.stall_s
         try:
             yield from self.api.push(repository, tag=tag, stream=True, decode=True,
                                      auth_config=None)
         except docker.errors.APIError as exc:
             text = str(exc.explanation or exc)
             raise PublishError(f"push of {repository}:{tag}: {text}", classify(text)) from None
-        except requests.exceptions.ConnectionError:
+        except (requests.exceptions.Timeout, urllib3.exceptions.TimeoutError):  # ConnectTimeout is a ConnectionError too
+            raise PublishError(f"push of {repository}:{tag}: no progress for {self.stall_s:g} s "
+                               "(the registry holds a request unanswered?); the push was stopped",
+                               "transient") from None
+        except requests.exceptions.ConnectionError as exc:
+            if "timed out" in str(exc).lower():  # a read timeout inside urllib3's own retry
+                raise PublishError(f"push of {repository}:{tag}: no progress for {self.stall_s:g} s "
+                                   "(the registry holds a request unanswered?); the push was stopped",
+                                   "transient") from None
             raise PublishError(f"push of {repository}:{tag}: connection to the daemon reset",
                                "transient") from None
+        finally:
+            self.api.timeout = kept
 
     def repo_digests(self, image_id: str) -> list[str]:
         return list(self.api.inspect_image(image_id).get("RepoDigests") or [])
@@ -181,8 +203,14 @@ def gate(daemon: Daemon, specs: list[ImageSpec], repository: str,
             problems.append(Problem(f"--tag {spec.tag}", f"{ref} is not built",
                                     f"build and test it: python3 build.py --tag {spec.tag} --test"))
             continue
-        record = load_record(state_dir, image_id)
         short = image_id.split(":")[-1][:12]
+        try:
+            record = load_record(state_dir, image_id)
+        except Unreadable as exc:  # half a file (an older version, a damaged disk): no pass
+            problems.append(Problem(f"--tag {spec.tag}", f"refused: image {short}'s test record "
+                                    f"is unreadable ({exc.why})",
+                                    f"run its tests again: python3 build.py test --tag {spec.tag}"))
+            continue
         if record is None:
             problems.append(Problem(f"--tag {spec.tag}", f"refused: image {short} has no test "
                                     "record (untested since it was built)",

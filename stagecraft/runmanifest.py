@@ -4,12 +4,12 @@ reference pushed and verified, written as ``<state>/runs/<UTC timestamp>.json`` 
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from . import statefile
 from .expand import ImageSpec
 
 
@@ -111,5 +111,5 @@ def write_run(run: RunManifest, state_dir: Path) -> Path:
     path = state_dir / "runs" / f"{run.run}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     run.path = str(path)
-    path.write_text(json.dumps(run.to_json(), indent=2, sort_keys=True) + "\n")
+    statefile.write_json(path, run.to_json())
     return path

@@ -102,6 +102,26 @@ def _remove_if_dead(entry: Path) -> bool:
     return True
 
 
+def run_alive(directory: Path) -> bool:
+    """Whether the run whose scratch directory is ``directory`` still runs: its lock is
+    held (or, without a lock file, its name says so: ``_owner_alive``). A directory that
+    is gone is a dead run's; one whose lock cannot be opened is taken as alive. Things a
+    run leaves outside its directory (its test containers) are judged by this."""
+    try:
+        fd = os.open(directory / LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return directory.is_dir() and _owner_alive(directory.name)
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True  # held: the run is alive
+    finally:
+        os.close(fd)
+    return False
+
+
 def sweep(base: Path) -> list[Path]:
     """Remove the scratch directories under ``base`` whose run is gone; returns them."""
     removed = []

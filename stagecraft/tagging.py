@@ -20,14 +20,21 @@ so all-or-nothing is built here from its previous state, read before the first m
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
-from .errors import BuildError
+from . import tagrecovery
+from .errors import BuildError, engine_unreachable
 
 HELD = (signal.SIGINT, signal.SIGTERM)
+# An engine that stops answering mid-phase (killed, restarted by its supervisor) is waited
+# for this long (s) to put the names back within the run; polled every RETRY_S s.
+ENGINE_RETURN_S = 30.0
+RETRY_S = 0.5
 
 
 class TagEngine(Protocol):
@@ -47,7 +54,8 @@ class TagJournal:
     ``state`` is ``none`` (the tag phase has not moved anything), ``done`` (every name of
     ``moved`` points at its new image), ``restored`` (names were moved and every one was
     put back) or ``partial`` (putting back failed for ``stuck``). ``images`` counts the
-    images whose names were applied.
+    images whose names were applied; ``record`` is the state directory's tag record that
+    keeps ``stuck`` for the next run (``tagrecovery``), when there is one.
     """
 
     state: str = "none"
@@ -55,6 +63,7 @@ class TagJournal:
     stuck: list[str] = field(default_factory=list)
     images: int = 0
     cause: str = ""
+    record: str = ""
 
     def summary(self) -> str:
         """What the engine holds now, in words (one line, names clipped)."""
@@ -62,9 +71,11 @@ class TagJournal:
             return (f"every tag of the run was moved ({len(self.moved)} name(s) of "
                     f"{self.images} image(s): {_names(self.moved)})")
         if self.state == "partial":
+            then = (f"the next `build.py build` or `push` on this state directory puts them "
+                    f"back before anything else (record: {self.record})"
+                    if self.record else "run the build again to finish, or fix those names by hand")
             return (f"{len(self.stuck)} of {len(self.moved)} name(s) could not be put back "
-                    f"({self.cause}): {_names(self.stuck)} point at the new image; "
-                    "run the build again to finish, or fix those names by hand")
+                    f"({self.cause}): {_names(self.stuck)} left as the engine holds them; {then}")
         if self.state == "restored":
             return f"no tag was moved ({len(self.moved)} name(s) already moved were put back)"
         return "no tag was moved"
@@ -109,18 +120,32 @@ def held_signals() -> Iterator[list[int]]:
 
 
 def apply_tags(engine: TagEngine, moves: list[tuple[str, str]], journal: TagJournal,
-               images: int, say: Callable[[str], None]) -> None:
+               images: int, say: Callable[[str], None],
+               on_disk: tuple[Path, str] | None = None) -> None:
     """Point every ``(ref, image_id)`` of ``moves`` at its image, all or none.
 
     Signals are held meanwhile; on an engine error or a held signal every name already
     moved is put back and ``BuildError`` (error) or ``KeyboardInterrupt`` (signal) is
-    raised; ``journal`` says what the engine holds in every case.
+    raised; ``journal`` says what the engine holds in every case. With ``on_disk``
+    (the state directory and the engine's ID), the phase runs under that directory's tag
+    lock and is recorded there first (``tagrecovery``): a dead run's unfinished phase is
+    put back before this one starts, and a SIGKILL during this one leaves a record the
+    next run puts back. Raises ``BuildError`` when the record cannot be written (a full
+    disk): then no name moved.
     """
     if not moves:
         return
     say(f"tagging {len(moves)} name(s) of {images} image(s): all or none")
-    with held_signals() as pending:
+    with held_signals() as pending, _on_disk(engine, on_disk, pending, say) as record:
+        if record is False:  # interrupted while waiting for another run's phase
+            raise KeyboardInterrupt
         before = {ref: engine.image_id(ref) for ref, _ in moves}
+        if record is not None:
+            try:
+                tagrecovery.begin(record, moves, before)
+            except OSError as exc:
+                raise BuildError(f"tagging not started: cannot write {record} "
+                                 f"({exc.strerror or exc}); no tag was moved") from None
         attempted: list[str] = []
         error: Exception | None = None
         for ref, image_id in moves:
@@ -134,23 +159,77 @@ def apply_tags(engine: TagEngine, moves: list[tuple[str, str]], journal: TagJour
                 break
         journal.moved, journal.images = attempted, images
         if pending or error is not None:
-            journal.cause = "interrupted" if pending else str(error)[:200]
-            journal.stuck = _put_back(engine, attempted, before)
+            journal.cause = "interrupted" if pending else _cause(error)
+            journal.stuck = _put_back(engine, attempted, before, pending, say)
             journal.state = "partial" if journal.stuck else "restored" if attempted else "none"
+            journal.record = str(record) if record is not None and journal.stuck else ""
         else:
             journal.state = "done"
+        if record is not None and not journal.stuck:
+            tagrecovery.end(record)  # settled: every name moved, or every one put back
     # A signal held until here takes effect now; the journal says what the engine holds
     # (a signal after the last move and the check above finds every name moved: "done").
     if pending:
         raise KeyboardInterrupt
     if error is not None:
-        raise BuildError(f"tagging failed ({str(error)[:200]}); {journal.summary()}")
+        raise BuildError(f"tagging failed ({_cause(error)}); {journal.summary()}")
 
 
-def _put_back(engine: TagEngine, refs: list[str], before: dict[str, str | None]) -> list[str]:
+def _cause(error: BaseException) -> str:
+    """An engine error in words, naming the engine when it stopped answering."""
+    if engine_unreachable(error):
+        return f"the Docker engine stopped answering: {type(error).__name__}: {str(error)[:160]}"
+    return str(error)[:200]
+
+
+@contextmanager
+def _on_disk(engine: TagEngine, on_disk: tuple[Path, str] | None, pending: list[int],
+             say: Callable[[str], None]) -> Iterator[Path | bool | None]:
+    """The record file of the phase under its lock, after a dead run's record is put
+    back; None without ``on_disk``; False when a signal came while waiting."""
+    if on_disk is None:
+        yield None
+        return
+    state_dir, engine_key = on_disk
+    with ExitStack() as stack:
+        try:
+            record = stack.enter_context(
+                tagrecovery.phase_lock(state_dir, engine_key, lambda: bool(pending), say))
+        except OSError as exc:
+            raise BuildError(f"tagging not started: cannot lock {state_dir / 'tags'} "
+                             f"({exc.strerror or exc}); no tag was moved") from None
+        if record is None:
+            yield False
+            return
+        tagrecovery.recover(engine, record, say)
+        yield record
+
+
+def _put_back(engine: TagEngine, refs: list[str], before: dict[str, str | None],
+              pending: list[int], say: Callable[[str], None]) -> list[str]:
     """Point each of ``refs`` back at its image in ``before`` (None: remove the name);
-    returns the names the engine does not show as before afterwards."""
-    stuck = []
+    returns the names the engine does not show as before afterwards. An engine that
+    stopped answering is waited for up to ``ENGINE_RETURN_S`` s (a signal ends the wait:
+    the record on disk keeps the names for the next run)."""
+    stuck, gone = _put_back_once(engine, refs, before)
+    if not (stuck and gone):
+        return stuck
+    say(f"the Docker engine stopped answering while tagging: waiting up to {ENGINE_RETURN_S:.0f} s "
+        f"for it to put {len(stuck)} name(s) back")
+    deadline = time.monotonic() + ENGINE_RETURN_S
+    while stuck and gone and not pending and time.monotonic() < deadline:
+        time.sleep(RETRY_S)
+        stuck, gone = _put_back_once(engine, stuck, before)
+    if not stuck:
+        say(f"the engine answers again: {len(refs)} name(s) put back")
+    return stuck
+
+
+def _put_back_once(engine: TagEngine, refs: list[str],
+                   before: dict[str, str | None]) -> tuple[list[str], bool]:
+    """One pass of ``_put_back``, last moved first: the names left, and whether any
+    failed for an engine that did not answer."""
+    stuck, gone = [], False
     for ref in reversed(refs):
         old = before[ref]
         try:
@@ -160,6 +239,7 @@ def _put_back(engine: TagEngine, refs: list[str], before: dict[str, str | None])
                 engine.tag(old, ref)
             if engine.image_id(ref) != old:
                 stuck.append(ref)
-        except Exception:  # noqa: BLE001 - the engine is gone: say which names are left
+        except Exception as exc:  # noqa: BLE001 - the engine is gone: say which names are left
+            gone = gone or engine_unreachable(exc) or engine_unreachable(exc.__context__ or exc)
             stuck.append(ref)
-    return stuck[::-1]
+    return stuck[::-1], gone

@@ -13,6 +13,7 @@ id>.cdx.json``; the SBOM suite checks it against what is installed.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -22,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from . import signing, statefile
 from .engine import Engine
 from .errors import BuildError, InputError
 from .expand import ImageSpec
@@ -104,7 +106,7 @@ def write_sbom(engine: Engine, matrix: Matrix, spec: ImageSpec, ref: str, image_
                          f"{spec.base['os']}-{spec.base['version']}")
     path = sbom_path(state_dir, image_id)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    statefile.write_atomic(path, text)
     return path
 
 
@@ -114,9 +116,10 @@ def record_path(state_dir: Path, image_id: str) -> Path:
 
 
 def load_record(state_dir: Path, image_id: str) -> dict[str, Any] | None:
-    """The test record of an image id, or None when it was never tested."""
-    p = record_path(state_dir, image_id)
-    return json.loads(p.read_text()) if p.exists() else None
+    """The test record of an image id, or None when it was never tested. Raises
+    ``statefile.Unreadable`` for a record that is not whole (an older version wrote them
+    in place, so a run killed mid-write left half a file): never taken as a pass."""
+    return statefile.read_json(record_path(state_dir, image_id))
 
 
 def _counts(output: str) -> dict[str, int]:
@@ -194,22 +197,30 @@ def run_suites(engine: Engine, matrix: Matrix, spec: ImageSpec, ref: str,
     reports.mkdir(parents=True, exist_ok=True)
     junit = reports / f"{spec.tag}{'' if platform == host_platform() else '@' + platform.replace('/', '-')}.xml"
     sbom = write_sbom(engine, matrix, spec, ref, image_id, state_dir)
+    sweep_containers(engine)
+    labels = container_labels(spec.tag)
     container = engine.client.containers.run(
-        image_id, command=["sleep", "infinity"], name=name, detach=True,
-        labels={"io.stagecraft.test": spec.tag}, environment={"STAGECRAFT_QUIET": "1"})
+        image_id, command=["sleep", "infinity"], name=name, detach=True, labels=labels,
+        environment={"STAGECRAFT_QUIET": "1"})
     try:
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump({**expectations(matrix, spec, ref, image_id, platform), "sbom": str(sbom),
-                       "locked": lockfile.lock_path(matrix).is_file()}, f, sort_keys=True)
+                       "locked": lockfile.lock_path(matrix).is_file(),
+                       "container_labels": labels}, f, sort_keys=True)
             spec_file = f.name
         argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
                 f"--rootdir={matrix.root}", f"--hosts=docker://{container.id}",
                 f"--stagecraft-spec={spec_file}", f"--junitxml={junit}",
                 *(extra_args or []), *suites]
         proc = subprocess.run(argv, cwd=matrix.root, capture_output=True, text=True)
+        lost = "" if proc.returncode == 0 else _container_lost(container)
     finally:
         container.remove(force=True)
         Path(spec_file).unlink(missing_ok=True)
+    if lost:  # no verdict on the image: its suites lost the container they ran in
+        raise BuildError(f"the suites of {spec.tag} could not run to their end: their container "
+                         f"{name} is {lost} (the engine restarted, or something stopped it); "
+                         "no test record was written: run the tests again")
     output = proc.stdout + proc.stderr
     if proc.returncode not in VERDICTS:
         raise _no_verdict(proc.returncode, output)
@@ -222,11 +233,76 @@ def run_suites(engine: Engine, matrix: Matrix, spec: ImageSpec, ref: str,
     return result
 
 
+# Labels of a suite's container: the tag, the run's scratch directory (``scratch``: its
+# lock says whether the run lives) and the boot it ran in (/proc/sys/kernel/random/boot_id,
+# random(4)): a run killed with SIGKILL leaves its container, and the next suite run on
+# this machine removes it; containers of another machine sharing the engine are left alone.
+TEST_LABEL, RUN_LABEL, BOOT_LABEL = "io.stagecraft.test", "io.stagecraft.run", "io.stagecraft.boot"
+
+
+def container_labels(tag: str) -> dict[str, str]:
+    """The labels of every container a suite run makes (its own, and those the suites
+    start: ``spec["container_labels"]``), so that ``sweep_containers`` finds them all
+    when the run was killed before it could remove them."""
+    return {TEST_LABEL: tag, RUN_LABEL: tempfile.gettempdir(), BOOT_LABEL: boot_id()}
+
+
+def boot_id() -> str:
+    """This boot's id (random(4)) and this mount namespace's inode (``/proc/self/ns/mnt``,
+    namespaces(7)): a run in another container sharing the engine's socket has the same
+    boot but another mount namespace, where its scratch directory is not visible, so its
+    containers are never judged from here. "" where the kernel does not say."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", "rb") as f:
+            boot = f.read(64).decode("ascii", "replace").strip()
+        return f"{boot}/{os.stat('/proc/self/ns/mnt').st_ino}" if boot else ""
+    except OSError:
+        return ""
+
+
+def sweep_containers(engine: Engine) -> list[str]:
+    """Remove the suite containers that runs on this machine left when they were killed
+    (their run directory's lock is free); returns their names. Engine errors are left
+    for the suite run itself to meet."""
+    import docker
+
+    from .scratch import run_alive
+
+    boot = boot_id()
+    if not boot:
+        return []
+    removed = []
+    try:
+        for c in engine.client.containers.list(all=True, filters={"label": [TEST_LABEL, f"{BOOT_LABEL}={boot}"]}):
+            run = (c.labels or {}).get(RUN_LABEL, "")
+            if run.startswith("/") and not run_alive(Path(run)):
+                c.remove(force=True)
+                removed.append(c.name)
+    except docker.errors.DockerException:  # gone meanwhile, or the engine is busy: next time
+        pass
+    return removed
+
+
+def _container_lost(container: Any) -> str:
+    """"" while the suites' container still runs; else its state in a word or two."""
+    import docker
+
+    try:
+        container.reload()
+    except docker.errors.NotFound:
+        return "gone"
+    except docker.errors.DockerException:
+        return "unreachable"
+    status = container.attrs.get("State", {}).get("Status", "")
+    return "" if status == "running" else status or "not running"
+
+
 def save_record(state_dir: Path, result: TestResult) -> None:
     """Record ``result`` under its image id (what publishing checks)."""
     rec = record_path(state_dir, result.image_id)
     rec.parent.mkdir(parents=True, exist_ok=True)
-    rec.write_text(json.dumps({**asdict(result), "recorded": time.time()}, indent=2))
+    signing.sig_path(rec).unlink(missing_ok=True)  # the old signature goes before the new record
+    statefile.write_atomic(rec, json.dumps({**asdict(result), "recorded": time.time()}, indent=2))
     _sign_record(state_dir, rec)
 
 
@@ -235,10 +311,9 @@ def _sign_record(state_dir: Path, rec: Path) -> None:
     written: `push` then signs an image only while its record still matches."""
     import os
 
-    from . import signing, tools
+    from . import tools
 
     sig = signing.sig_path(rec)
-    sig.unlink(missing_ok=True)  # a new record: an old signature must not stay beside it
     key = signing.key_path(None)
     if key is None:
         return

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import render, signing, testing
+from .. import render, signing, statefile, testing
 from ..errors import InputError
 
 FACTS_SCHEMA = 1
@@ -71,7 +71,10 @@ def read_image(client: Any, ref: str, state_dir: Path) -> dict[str, Any] | None:
     else:
         inv = sbom.inventory(type("E", (), {"client": client})(), ref)
     rec_path = testing.record_path(state_dir, image_id)
-    record = testing.load_record(state_dir, image_id)
+    try:
+        record = testing.load_record(state_dir, image_id)
+    except statefile.Unreadable:  # half a record is no record (shown as not tested)
+        record = None
     if record:
         record = {k: record.get(k) for k in ("passed", "counts", "seconds", "suites", "platform")}
     return {"platform": testing.image_platform(ins), "inspect": keep, "history": history,

@@ -55,10 +55,16 @@ def build(ctx: RunContext) -> int:
     say(f"stagecraft: {len(chosen)} image(s), {len(plan.nodes)} stage(s); BuildKit via "
         f"{engine.builder.describe()}; CA bundle: "
         f"{f'{given.bundle.path} ({given.bundle.origin})' if given.bundle else 'none'}")
+    tests: dict[str, Any] = {}
+
+    def suites(built: BuildReport) -> dict[str, bool]:  # before any name moves
+        tests.update(testrun.suites_after_build(ctx, built, chosen))
+        return {tag: t.passed for tag, t in tests.items()}
+
     report = build_plan(engine, plan, ctx.matrix.root,
                         BuildOptions(ctx.repository, ctx.state_dir(), ctx.opts.jobs, given.bundle,
-                                     given.cache_from, given.cache_to, ctx.journal), say)
-    tests = testrun.suites_after_build(ctx, report, chosen) if given.test else {}
+                                     given.cache_from, given.cache_to, ctx.journal,
+                                     suites if given.test else None), say)
     ok = report.ok and all(t.passed for t in tests.values())
     ok = ok and (ctx.opts.skip_unreachable or not skipped)
     extra: dict[str, Any] = {"skipped": skipped} if skipped else {}
@@ -74,7 +80,25 @@ def build(ctx: RunContext) -> int:
     if skipped and not ctx.opts.skip_unreachable:
         say(f"{len(skipped)} image(s) not built here (unreachable index); --skip-unreachable "
             "makes that a success")
+    line = "" if ok else failure_line(report, tests, extra.get("push"))
+    if line:  # the last line: the first cause
+        say(line)
     return EXIT_OK if ok else EXIT_FAILED
+
+
+def failure_line(report: BuildReport, tests: dict[str, Any], push: dict[str, Any] | None) -> str:
+    """The last line of a build that failed: the first cause, and what the names are;
+    "" when the only cause is images skipped for an unreachable index (said already)."""
+    names = "no name of it was moved"
+    for i in report.images:
+        if i.status != "built":
+            return f"failed: {i.tag}: {i.error[:300]}; {names}"
+    for tag, t in tests.items():
+        if not t.passed:
+            return f"failed: the suites of {tag} did not pass ({t.counts}); {names}"
+    if push is not None:
+        return "failed: the push did not finish (above: which reference and why); run push again to resume"
+    return ""  # only images skipped for an unreachable index: said above
 
 
 def check_input(ctx: RunContext) -> BuildInput:
@@ -182,7 +206,7 @@ def summary(report: BuildReport, tests: dict[str, Any], as_json: bool,
         stages = f"{i.built_stages} built/{i.cached_stages} cached"
         if i.status == "built":
             t = tests.get(i.tag)
-            note = "" if t is None else ("  tests passed" if t.passed else "  TESTS FAILED")
+            note = "" if t is None else ("  tests passed" if t.passed else "  TESTS FAILED, not tagged")
             say(f"{i.tag:<32} {i.image_id[7:19]:<19} {human_size(i.size):>9} {stages:>14} "
                 f"{i.seconds:>7.1f}s{note}")
         else:
@@ -193,7 +217,7 @@ def summary(report: BuildReport, tests: dict[str, Any], as_json: bool,
         say(line)
     if not as_json:
         for i in report.images:
-            if i.status == "built":
+            if i.tagged:
                 for name in [i.tag, *i.aliases]:
                     print(f"{i.ref.rsplit(':', 1)[0]}:{name}")
 

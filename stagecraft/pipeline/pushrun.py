@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .. import signing, tools
+from .. import signing, tagrecovery, tools
 from ..errors import EXIT_FAILED, EXIT_OK, InputError, Problem
 from ..expand import ImageSpec
 from ..indexcheck import IndexMismatch, sha256, skopeo_runner, verify_index
@@ -46,6 +46,8 @@ def push(ctx: RunContext, chosen: list[ImageSpec]) -> RunManifest:
     daemon = EngineDaemon(ctx.engine)
     state = ctx.state_dir(create=False)
     key = signing.key_path(ctx.opts.sign_key)  # its file: checked by argcheck
+    if state.is_dir():  # a run killed inside its tag phase: its names put back first
+        tagrecovery.recover_now(ctx.engine, state, ctx.engine.identity(), say)
     candidates = gate(daemon, chosen, ctx.repository, state)  # refuses before anything is written
     ctx.state_dir()
     kit: dict[str, str] = {}
@@ -69,8 +71,15 @@ def push(ctx: RunContext, chosen: list[ImageSpec]) -> RunManifest:
     else:
         say("not signed: no --sign-key (or STAGECRAFT_COSIGN_KEY), so no SBOM, provenance or "
             "test record attached or attested; `build.py verify` will refuse these digests")
+    refs = [ref for img in run.images for ref in [img.push, *img.aliases]]
+    missed = [ref for ref in refs if ref.status != "pushed"]
     if run.error:
         say(f"failed: {run.error}")
+    elif missed:  # the last line says it (the signing note above does not)
+        why = next((r for r in missed if r.error), missed[0])
+        say(f"failed: {len(missed)} of {len(refs)} reference(s) not pushed ({why.ref}: "
+            f"{(why.error or why.status)[:200]}); what was uploaded stays in the registry, "
+            "no alias moved ahead of its tag: run push again to resume")
     return run
 
 

@@ -18,7 +18,9 @@ from .planning import choose_platforms, plan_for
 
 def suites_after_build(ctx: RunContext, report: BuildReport, chosen: list[ImageSpec]) -> dict[str, TestResult]:
     """Tag -> the result of the suites on each image ``report`` built (a tag of several
-    platforms: every platform, combined, and that record saved)."""
+    platforms: every platform, combined, and that record saved). Runs before the tag
+    phase (``BuildOptions.before_tags``): each image is tested by its id, under the name
+    it is to get."""
     tests: dict[str, TestResult] = {}
     for img in report.images:
         if img.status != "built":

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .. import cache, lockfile, prune
+from .. import cache, lockfile, prune, statefile
 from ..cabundle import find_ca_bundle
 from ..doctor import doctor_report, format_report
 from ..errors import EXIT_FAILED, EXIT_OK, InputError
@@ -158,9 +158,7 @@ def lock(ctx: RunContext) -> int:
     text = lockfile.dumps(new)
     changed = lockfile.changes(old, new)
     if old is None or text != lockfile.dumps(old):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
+        statefile.write_atomic(path, text)  # whole or not at all, never over a non-file
     for line in changed:
         print(line)
     say(f"wrote {path.name}: {len(new.debian)} Debian and {len(new.python)} Python entries, "

@@ -311,37 +311,115 @@ ARG SOURCE_DATE_EPOCH
 # load, so that installing one (`pip install paddleocr`) works as it is. A layer of its
 # own: `docker history` shows its size. libGL.so.1 comes without Mesa's GLX vendor (the
 # base stage stands in for it: matrix.yaml apt_stand_ins), so no DRI drivers or LLVM.
+#   g++: the C++ compiler torch.compile's Inductor builds its CPU kernels with
 #   libgl1: libGL.so.1, which OpenCV's cv2 module links (PaddleOCR, PaddleDetection import cv2)
 #   libglib2.0-0: libglib-2.0.so.0 and libgthread-2.0.so.0, which OpenCV's cv2 module links
+#   libpython3.11-dev: Python.h, which Inductor's generated C++ includes
 # (The shell is the base stage's bash with pipefail; hadolint reads each FROM on its own.)
 # hadolint ignore=DL4006,SC3011
 RUN apt-get update \
  && printf '%s\n' \
+      'binutils 2.40-2 83c3e20b53e1fbd84d764c3ba27d26a0376e361ae5d7fb37120196934dd87424' \
+      'binutils-common 2.40-2 ab314134f43a0891a48f69a9bc33d825da748fa5e0ba2bebb7a5c491b026f1a0' \
+      'binutils-x86-64-linux-gnu 2.40-2 2d7ea8a570d768224d7f2424abbe6f373d2154865a1fa7f56c80d43ecf492521' \
+      'cpp 4:12.2.0-3 a63db920f7aa1857a57beab185423deffb6111fa09437a99bbb4ef724fb7ba78' \
+      'cpp-12 12.2.0-14+deb12u1 fedbb98e877adde83c983c6071537ea25ac52b277ac6e4637d85025949ca1454' \
+      'g++ 4:12.2.0-3 26c451a660728cf7c15548a281e17eef2f36fab28499371e83fc2d3accb499d7' \
+      'g++-12 12.2.0-14+deb12u1 68b182badae4ace7d472f1393c559d3532a95a2d70817498b10bb481d2627251' \
+      'gcc 4:12.2.0-3 bb63b0fb2797e2a3a294dab8a02614930c557ec1f4ea96637c244b8b5f87e630' \
+      'gcc-12 12.2.0-14+deb12u1 b46f33cc2ec245e435e043807038cecf4b201ef004800e9dfc1455240360e49d' \
+      'libasan8 12.2.0-14+deb12u1 e7ac5d797d7d438a130674a8e463530f06aa02ecf919ca054d75eaa2f7849ec7' \
+      'libatomic1 12.2.0-14+deb12u1 fbd4e154a6b444229ea002cc209df099209c0adc09102e5fd21239a3d2b55e2d' \
+      'libbinutils 2.40-2 fcf55b99e5f8a78f3c8ce9b6957f1024f394cf20c196b100d308a57e43547710' \
       'libbsd0 0.11.7-2 bb31cc8b40f962a85b2cec970f7f79cc704a1ae4bad24257a822055404b2c60b' \
+      'libc-dev-bin 2.36-9+deb12u14 f61d923b703401023bec2ac3d9d1c9ad7341930fbe11736f7f5ef64b489d03c4' \
+      'libc6-dev 2.36-9+deb12u14 0218fc2befcd784c1b0c6292c0a137ce89fad054efaa579ad083bee0f2c01aae' \
+      'libcc1-0 12.2.0-14+deb12u1 4ee6009633003f47de98333ea7f7d8835ec563ae2ac4f30251dbfee04d75d46b' \
+      'libcrypt-dev 1:4.4.33-2 81ccd29130f75a9e3adabc80e61921abff42f76761e1f792fa2d1bb69af7f52f' \
+      'libctf-nobfd0 2.40-2 ef1dfcf22de41ea90ebd3d505447ccccd999e96b85aa777a1d7d981dc3b347aa' \
+      'libctf0 2.40-2 3fb7b6f326be3fae4a87a3d33b9269bd06c1e4346a24bd737f265067e3b7427f' \
+      'libexpat1-dev 2.5.0-1+deb12u2 757279c1ce56ca88ca519e4c01cffd94e8480ce936f53fe9b0d61dc1bab20394' \
+      'libgcc-12-dev 12.2.0-14+deb12u1 d720259380a84f2ffc6fe516eff5cbe9c8a005138e8d6a5748747ba4b3404a82' \
       'libgl1 1.6.0-1 6f89b1702c48e9a2437bb3c1ffac8e1ab2d828fc28b3d14b2eecd4cc19b2c790' \
       'libglib2.0-0 2.74.6-2+deb12u9 7ff85197685d89e150e342b29a59aab1beee400050ba7da73de81cd999ffee5a' \
       'libglvnd0 1.6.0-1 b6da5b153dd62d8b5e5fbe25242db1fc05c068707c365db49abda8c2427c75f8' \
       'libglx0 1.6.0-1 95f568df73dedf43ae66834a75502112e0d4f3ad7124f3dbfa790b739383b896' \
+      'libgprofng0 2.40-2 a3c4092d84f19d13caf90f3c96eec53db8819f0e3a5247434944d71ed75fa53d' \
+      'libisl23 0.25-1.1 ebff0b2f8b220c74224197523019366e97ee4770d464bebc48e4865114e4da0e' \
+      'libitm1 12.2.0-14+deb12u1 0ed5b35dfd1346cccbf065408ec789db6c44c1d0a16ae84533411dea09632979' \
+      'libjansson4 2.14-2 3fc9742f9f1a37bcb9931df6074b4d1483419ef832ad5349f47323e75fc27864' \
+      'liblsan0 12.2.0-14+deb12u1 d234ab339c0ba31a4fb44e2334cf5a8d15b87f2c2f9e74fadfaa877f92dcf22a' \
+      'libmpc3 1.3.1-1 d7f79544790e44f9b0c8cb9034a18c58d37f8702a15f32539050718679e52f80' \
+      'libmpfr6 4.2.0-1 37b7a2b4e78890b6a074777f27b96c84f58e81558ba08410c2b6c0ca4a4ad77b' \
+      'libnsl-dev 1.3.0-2 bb81a188c119cd7fdebae723cbc95887b6c549b2fe4fb7e268a9c8846444da99' \
+      'libpython3.11 3.11.2-6+deb12u8 63845d53d5f64d2362cfb6007ec175ad1c6044cebe60a1885eff76d2ce637c35' \
+      'libpython3.11-dev 3.11.2-6+deb12u8 01a8eddeb8505bb6e2c01209cda66b41fb5ebeaa64e69d0e25f7131915f1cd32' \
+      'libquadmath0 12.2.0-14+deb12u1 3f0c9a4c730da2fdab001cae596625438598fd2996d29d888feeb4c1cdc9011f' \
+      'libstdc++-12-dev 12.2.0-14+deb12u1 d28def6c23630432b57cb38a4c2fd67a79d4e0484027386ca6e8d6005c3d7a73' \
+      'libtirpc-dev 1.3.3+ds-1 03326473eed54ffa27efae19aa5d6aeb402930968f869f318445513093691d55' \
+      'libtsan2 12.2.0-14+deb12u1 06906663d644a75a1a836382ecd80b61461129c06f02935ce408b25809f6c958' \
+      'libubsan1 12.2.0-14+deb12u1 744f52adf00ffd45d44806b1c7e802a36bd27e479c9bc8457128fde357faa530' \
       'libx11-6 2:1.8.4-2+deb12u2 d88c973e79fd9b65838d77624142952757e47a6eb1a58602acf0911cf35989f4' \
       'libx11-data 2:1.8.4-2+deb12u2 987a848aeb1c358e4186368871b0526f10bb14c6b53214ab3bf8b69abb830191' \
       'libxau6 1:1.0.9-1 679db1c4579ec7c61079adeaae8528adeb2e4bf5465baa6c56233b995d714750' \
       'libxcb1 1.15-1 fdc61332a3892168f3cc9cfa1fe9cf11a91dc3e0acacbc47cbc50ebaa234cc71' \
       'libxdmcp6 1:1.1.2-3 ecb8536f5fb34543b55bb9dc5f5b14c9dbb4150a7bddb3f2287b7cab6e9d25ef' \
+      'linux-libc-dev 6.1.176-1 8bb258735b9dffbb111da778ebdd024750878e435ffd9dfcadcb6762ede6b4cf' \
+      'rpcsvc-proto 1.4.3-1 32ac0692694f8a34cc90c895f4fc739680fb2ef0e2d4870a68833682bf1c81a3' \
+      'zlib1g-dev 1:1.2.13.dfsg-1 f9ce531f60cbd5df37996af9370e0171be96902a17ec2bdbd8d62038c354094f' \
       > /tmp/stagecraft-apt.lock \
  && while read -r p v _; do [ -n "$(apt-cache show "$p=$v" 2> /dev/null)" ] \
       || { echo "stagecraft: $p $v is locked but the mirror no longer serves it; run \`build.py lock --upgrade\`" >&2; exit 1; }; \
     done < /tmp/stagecraft-apt.lock \
  && apt-get install -y --no-install-recommends --download-only \
+      'binutils=2.40-2' \
+      'binutils-common=2.40-2' \
+      'binutils-x86-64-linux-gnu=2.40-2' \
+      'cpp=4:12.2.0-3' \
+      'cpp-12=12.2.0-14+deb12u1' \
+      'g++=4:12.2.0-3' \
+      'g++-12=12.2.0-14+deb12u1' \
+      'gcc=4:12.2.0-3' \
+      'gcc-12=12.2.0-14+deb12u1' \
+      'libasan8=12.2.0-14+deb12u1' \
+      'libatomic1=12.2.0-14+deb12u1' \
+      'libbinutils=2.40-2' \
       'libbsd0=0.11.7-2' \
+      'libc-dev-bin=2.36-9+deb12u14' \
+      'libc6-dev=2.36-9+deb12u14' \
+      'libcc1-0=12.2.0-14+deb12u1' \
+      'libcrypt-dev=1:4.4.33-2' \
+      'libctf-nobfd0=2.40-2' \
+      'libctf0=2.40-2' \
+      'libexpat1-dev=2.5.0-1+deb12u2' \
+      'libgcc-12-dev=12.2.0-14+deb12u1' \
       'libgl1=1.6.0-1' \
       'libglib2.0-0=2.74.6-2+deb12u9' \
       'libglvnd0=1.6.0-1' \
       'libglx0=1.6.0-1' \
+      'libgprofng0=2.40-2' \
+      'libisl23=0.25-1.1' \
+      'libitm1=12.2.0-14+deb12u1' \
+      'libjansson4=2.14-2' \
+      'liblsan0=12.2.0-14+deb12u1' \
+      'libmpc3=1.3.1-1' \
+      'libmpfr6=4.2.0-1' \
+      'libnsl-dev=1.3.0-2' \
+      'libpython3.11=3.11.2-6+deb12u8' \
+      'libpython3.11-dev=3.11.2-6+deb12u8' \
+      'libquadmath0=12.2.0-14+deb12u1' \
+      'libstdc++-12-dev=12.2.0-14+deb12u1' \
+      'libtirpc-dev=1.3.3+ds-1' \
+      'libtsan2=12.2.0-14+deb12u1' \
+      'libubsan1=12.2.0-14+deb12u1' \
       'libx11-6=2:1.8.4-2+deb12u2' \
       'libx11-data=2:1.8.4-2+deb12u2' \
       'libxau6=1:1.0.9-1' \
       'libxcb1=1.15-1' \
       'libxdmcp6=1:1.1.2-3' \
+      'linux-libc-dev=6.1.176-1' \
+      'rpcsvc-proto=1.4.3-1' \
+      'zlib1g-dev=1:1.2.13.dfsg-1' \
  && for d in /var/cache/apt/archives/*.deb; do \
       [ -e "$d" ] || continue; \
       read -r p v <<< "$(dpkg-deb --showformat="\${Package} \${Version}" -W "$d")"; \
@@ -350,16 +428,54 @@ RUN apt-get update \
       [ "$got" = "$want" ] || { echo "stagecraft: hash mismatch for $p $v: lock sha256:${want:-none}, downloaded sha256:$got" >&2; exit 1; }; \
     done \
  && apt-get install -y --no-install-recommends \
+      'binutils=2.40-2' \
+      'binutils-common=2.40-2' \
+      'binutils-x86-64-linux-gnu=2.40-2' \
+      'cpp=4:12.2.0-3' \
+      'cpp-12=12.2.0-14+deb12u1' \
+      'g++=4:12.2.0-3' \
+      'g++-12=12.2.0-14+deb12u1' \
+      'gcc=4:12.2.0-3' \
+      'gcc-12=12.2.0-14+deb12u1' \
+      'libasan8=12.2.0-14+deb12u1' \
+      'libatomic1=12.2.0-14+deb12u1' \
+      'libbinutils=2.40-2' \
       'libbsd0=0.11.7-2' \
+      'libc-dev-bin=2.36-9+deb12u14' \
+      'libc6-dev=2.36-9+deb12u14' \
+      'libcc1-0=12.2.0-14+deb12u1' \
+      'libcrypt-dev=1:4.4.33-2' \
+      'libctf-nobfd0=2.40-2' \
+      'libctf0=2.40-2' \
+      'libexpat1-dev=2.5.0-1+deb12u2' \
+      'libgcc-12-dev=12.2.0-14+deb12u1' \
       'libgl1=1.6.0-1' \
       'libglib2.0-0=2.74.6-2+deb12u9' \
       'libglvnd0=1.6.0-1' \
       'libglx0=1.6.0-1' \
+      'libgprofng0=2.40-2' \
+      'libisl23=0.25-1.1' \
+      'libitm1=12.2.0-14+deb12u1' \
+      'libjansson4=2.14-2' \
+      'liblsan0=12.2.0-14+deb12u1' \
+      'libmpc3=1.3.1-1' \
+      'libmpfr6=4.2.0-1' \
+      'libnsl-dev=1.3.0-2' \
+      'libpython3.11=3.11.2-6+deb12u8' \
+      'libpython3.11-dev=3.11.2-6+deb12u8' \
+      'libquadmath0=12.2.0-14+deb12u1' \
+      'libstdc++-12-dev=12.2.0-14+deb12u1' \
+      'libtirpc-dev=1.3.3+ds-1' \
+      'libtsan2=12.2.0-14+deb12u1' \
+      'libubsan1=12.2.0-14+deb12u1' \
       'libx11-6=2:1.8.4-2+deb12u2' \
       'libx11-data=2:1.8.4-2+deb12u2' \
       'libxau6=1:1.0.9-1' \
       'libxcb1=1.15-1' \
       'libxdmcp6=1:1.1.2-3' \
+      'linux-libc-dev=6.1.176-1' \
+      'rpcsvc-proto=1.4.3-1' \
+      'zlib1g-dev=1:1.2.13.dfsg-1' \
  && rm -f /tmp/stagecraft-apt.lock \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \

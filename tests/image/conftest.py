@@ -30,6 +30,14 @@ def spec(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
+def run_labels(spec: dict[str, Any]) -> dict[str, str]:
+    """Labels for every container a suite starts: those of the run's own container
+    (stagecraft.testing.container_labels), so a run killed before its suites removed
+    their containers has them removed by the next one."""
+    return dict(spec.get("container_labels") or {"io.stagecraft.test": spec["tag"]})
+
+
+@pytest.fixture(scope="session")
 def image_attrs(spec: dict[str, Any]) -> dict[str, Any]:
     """`docker image inspect` of the image under test."""
     return docker.from_env().api.inspect_image(spec["image_id"])

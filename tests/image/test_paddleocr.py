@@ -103,12 +103,13 @@ print(json.dumps({"texts": list(res["rec_texts"]), "scores": [float(s) for s in 
 '''
 
 
-def test_pipeline_reads_with_models_it_made(spec):
+def test_pipeline_reads_with_models_it_made(spec, run_labels):
     client = docker.from_env()
     # From a file: paddle.jit.save translates `forward` from its source (`python -c` has none).
     out = client.containers.run(
         spec["image_id"], ["bash", "-c", 'printf "%s" "$SCRIPT" > /tmp/ocr.py && python /tmp/ocr.py'],
         remove=True, network_mode="none", environment={"STAGECRAFT_QUIET": "1", "SCRIPT": SCRIPT},
+        labels=run_labels,
         stderr=False)
     got = json.loads(out.decode().strip().splitlines()[-1])
     assert got["texts"] == ["###", "##"], f"{spec['tag']}: read {got}"

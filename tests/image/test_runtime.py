@@ -90,13 +90,13 @@ def test_no_nvidia_env_outside_nvidia_images(image_attrs, spec):
         assert nvidia == [], f"{spec['tag']}: NVIDIA container env on a non-NVIDIA image: {nvidia}"
 
 
-def test_works_under_any_uid(spec):
+def test_works_under_any_uid(spec, run_labels):
     import docker
 
     client = docker.from_env()
     out = client.containers.run(
         spec["image_id"], ["sh", "-c", "touch /workspace/x && echo $HOME && python -c 'import sys'"],
-        user="12345", remove=True, environment={"STAGECRAFT_QUIET": "1"})
+        user="12345", remove=True, environment={"STAGECRAFT_QUIET": "1"}, labels=run_labels)
     assert out.decode().strip().splitlines()[-1] == "/home/worker", f"{spec['tag']}: {out!r}"
 
 
@@ -228,7 +228,7 @@ def test_venv_is_group0_writable(host, spec):
     assert not unset, f"{spec['tag']}: directories without setgid: {unset}"
 
 
-def test_pip_installs_as_the_default_user_and_any_uid(spec):
+def test_pip_installs_as_the_default_user_and_any_uid(spec, run_labels):
     """What the default user installs (a Dockerfile RUN step: bash, BASH_ENV's umask),
     another uid in group 0 can upgrade or remove, and the other way round. Through the
     entrypoint (what `docker run` starts) a non-root user's umask is 0002, root's stays
@@ -236,7 +236,7 @@ def test_pip_installs_as_the_default_user_and_any_uid(spec):
     client = docker.from_env()
     c = client.containers.run(spec["image_id"], ["sleep", "infinity"], detach=True,
                               environment={"STAGECRAFT_QUIET": "1"}, network_mode="none",
-                              labels={"io.stagecraft.test": spec["tag"]})
+                              labels=run_labels)
     try:
         def run(user: str, cmd: list[str]) -> str:
             for _ in range(3):  # the runtime failing to start the process (it never ran)

@@ -120,6 +120,12 @@ def modern_env(name: str = "stagecraft-modern", action: str = "up") -> dict[str,
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
 
+def modern(name: str, action: str = "up") -> TestEngine:
+    """The modern engine called ``name`` (a container of its own, ``modern_env``),
+    started or reset by ``action``. Raises RuntimeError when it cannot start."""
+    return _modern("modern", modern_env(name, action))
+
+
 def _modern(name: str, env: dict[str, str]) -> TestEngine:
     return TestEngine(name, {k: env[k] for k in ("DOCKER_HOST", "DOCKER_CONFIG")},
                       address=env["STAGECRAFT_MODERN_ADDRESS"],

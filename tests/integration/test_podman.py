@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -311,6 +312,77 @@ def test_jupyter_starts_read_only_arbitrary_uid(engine: str, request: pytest.Fix
     assert not warned, f"{engine}: the server warned:\n" + "\n".join(warned)
     assert health.returncode == 0 and "healthy: Jupyter server" in health.stdout, (
         f"{engine}: HEALTHCHECK exit {health.returncode}: {health.stdout}{health.stderr}")
+
+
+def _families() -> list[str]:
+    """One tag per image family of matrix.yaml: its chain of stages, framework package and
+    Debian release (the first tag of each, in matrix order)."""
+    from tests.integration.harness import SPECS
+
+    seen: dict[tuple, str] = {}
+    for s in SPECS:
+        key = (s.chain, s.components["framework"]["package"], s.components["base"]["version"])
+        seen.setdefault(key, s.tag)
+    return list(seen.values())
+
+
+# What each family's framework must do as that uid (the toolkit and Jupyter stages add
+# their own import).
+FAMILY_CODE = {
+    "paddle": "import paddle; x = paddle.to_tensor([1.0, 2.0]); print('ok', float((x * x).sum()))",
+    "torch": "import torch; x = torch.tensor([1.0, 2.0]); print('ok', float((x * x).sum()) + 0.0)",
+}
+# torch.compile as that uid: Inductor names its cache after the user (getpass.getuser:
+# entrypoint.homeless.user_env) and writes it, a 100 MB precompiled header first, under
+# TMPDIR.
+TORCH_COMPILE = ("import torch\n"
+                 "f = torch.compile(lambda x: torch.sin(x) * 2 + x)\n"
+                 "x = torch.linspace(-1, 1, 32)\n"
+                 "print('ok', float((f(x) - (torch.sin(x) * 2 + x)).abs().max() < 1e-5) + 4.0)")
+TORCH_TAG = "torch-2.10.0-gpu-cuda12.8"
+STAGE_CODE = {"toolkit": "import paddleocr", "jupyter": "import jupyterlab, notebook_shim, ipykernel"}
+
+
+@pytest.mark.parametrize("tag", _families())
+def test_every_image_family_read_only_arbitrary_uid(built: dict[str, dict], tag: str) -> None:
+    """Issue 26: each image family as built (this run's image, its own entrypoint), on
+    Docker, as OpenShift runs it: an arbitrary uid with group 0, --read-only, and no tmpfs
+    on /tmp (the hard case: TMPDIR and the homes come from the entrypoint). The report is
+    written, the framework imports and computes, the stage's own packages import, and
+    nothing needs a home directory."""
+    if tag not in built:
+        pytest.skip(f"{tag} is not buildable here (its index is unreachable)")
+    from tests.integration.harness import SPECS
+
+    spec = next(s for s in SPECS if s.tag == tag)
+    fw = "torch" if spec.components["framework"]["import"] == "torch" else "paddle"
+    code = "; ".join(STAGE_CODE[st] for st in spec.chain if st in STAGE_CODE)
+    script = (f"test -s \"$STAGECRAFT_REPORT_PATH\" && echo report-ok; echo \"tmp=$TMPDIR user=${{USER:-}}\"; "
+              f"python -c {shlex.quote(code or 'pass')} && python -c {shlex.quote(FAMILY_CODE[fw])}")
+    cp = subprocess.run(["docker", "run", "--rm", "--name", rootless.name("fam"), "--user", f"{UID}:0", "--read-only",
+                         *QUIET, built[tag]["ref"], "sh", "-c", script],
+                        capture_output=True, text=True, timeout=900, check=False)
+    out = cp.stdout.split()
+    assert cp.returncode == 0, f"{tag}: exit {cp.returncode}: {cp.stdout}{cp.stderr[-3000:]}"
+    assert out[0] == "report-ok", f"{tag}: {cp.stdout}"
+    assert out[1:3] == [f"tmp=/dev/shm/stagecraft-{UID}/tmp", f"user={UID}"], f"{tag}: {cp.stdout}"
+    assert out[-2:] == ["ok", "5.0"], f"{tag}: {cp.stdout}{cp.stderr[-2000:]}"
+
+
+def test_torch_compile_read_only_arbitrary_uid(built: dict[str, dict]) -> None:
+    """torch.compile as an arbitrary uid with group 0 on a read-only root with a tmpfs on
+    /tmp (Kubernetes: readOnlyRootFilesystem and an emptyDir on /tmp). Docker mounts a
+    --tmpfs noexec unless told `exec`, and Inductor loads the kernels it builds there
+    ("failed to map segment from shared object"); without a tmpfs the only writable place
+    is /dev/shm, 64 MB by default, too small for Inductor's 100 MB precompiled header
+    ("cannot write PCH file: No space left on device"). README says both."""
+    if TORCH_TAG not in built:
+        pytest.skip(f"{TORCH_TAG} is not buildable here (its index is unreachable)")
+    cp = subprocess.run(["docker", "run", "--rm", "--name", rootless.name("tc"), "--user", f"{UID}:0", "--read-only",
+                         "--tmpfs", "/tmp:exec", *QUIET, built[TORCH_TAG]["ref"], "python", "-c", TORCH_COMPILE],
+                        capture_output=True, text=True, timeout=900, check=False)
+    assert cp.returncode == 0, f"exit {cp.returncode}: {cp.stdout}{cp.stderr[-3000:]}"
+    assert cp.stdout.split()[-2:] == ["ok", "5.0"], cp.stdout + cp.stderr[-2000:]
 
 
 def test_setup_check_says_the_same_as_root_and_as_the_rootless_user() -> None:

@@ -160,7 +160,10 @@ def test_health_keeps_its_budget_when_nvml_hangs(tmp_path: Path, lib: Path) -> N
     sh([sys.executable, str(ENTRY), "true"], env)
     standin.write_config(conf, gpus=[A100], hangs=["nvmlDeviceGetMemoryInfo|30"])
     t0 = time.monotonic()
-    cp = sh([sys.executable, str(HEALTH), "--budget", "0.5"], env)
+    # -IS as the script's own first line (the image's Python): no site, so nothing has
+    # imported threading before the check (review s30: pynvml imported in the worker made
+    # it threading's main thread, and the interpreter then waited for it at exit)
+    cp = sh([sys.executable, "-IS", str(HEALTH), "--budget", "0.5"], env)
     took = time.monotonic() - t0
     assert cp.returncode == 1 and cp.stdout.strip() == "unhealthy: NVML did not answer within 0.5 s", cp.stdout
     assert took < 10, f"the check took {took:.1f} s"

@@ -22,6 +22,18 @@ def test_failure_reason_prefers_the_steps_own_error():
     assert failure_reason(PIP_FAILURE) == "ERROR: No matching distribution found for six==0.0.404"
 
 
+def test_a_full_disk_is_the_reason_whatever_the_step_said_first():
+    """A full engine disk during the runtime stage's bytecode compilation (seen by the
+    fault suite): compileall's "*** Error compiling" came first, errno 28 after it."""
+    lines = ["#9 [runtime 7/8] RUN python -m compileall -q /opt/venv",
+             "#9 0.81 *** Error compiling '/opt/venv/lib/python3.11/site-packages/stagecraft_device.py'...",
+             "#9 0.81 OSError: [Errno 28] No space left on device: '/opt/venv/lib/python3.11/__pycache__'",
+             "#9 ERROR: process did not complete successfully: exit code: 1"]
+    reason = failure_reason(lines)
+    assert reason.startswith("no space left on device during the build (the engine's storage, most often) (")
+    assert "[Errno 28]" in reason and reason.endswith("and run again")
+
+
 def test_failure_reason_falls_back_to_buildkit():
     lines = ["#3 [internal] load metadata", "#3 ERROR: pull access denied for nope/nope"]
     assert failure_reason(lines) == "#3 ERROR: pull access denied for nope/nope"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -104,6 +105,88 @@ def test_the_entrypoint_gives_the_command_the_places(tmp_path: Path, home: str) 
                         capture_output=True, text=True, env=env, timeout=60, check=False)
     want = f"[{tmp_path}/rep/jupyter/runtime]\nmade" if home == "none" else "[unset]"
     assert cp.returncode == 0 and cp.stdout.strip() == want, cp.stdout + cp.stderr
+
+
+# --- a uid without a passwd entry: USER for getpass.getuser() ------------------------------
+
+def _unknown_uid() -> int:
+    import pwd
+
+    known = {p.pw_uid for p in pwd.getpwall()}
+    return next(u for u in range(54321, 70000) if u not in known)
+
+
+def test_user_env_names_a_uid_the_passwd_database_does_not() -> None:
+    uid = _unknown_uid()
+    assert homeless.user_env({}, uid) == {"USER": str(uid)}
+    assert homeless.user_env({"HOME": "/"}, uid) == {"USER": str(uid)}
+    assert homeless.user_env({}, 0) == {}  # root has an entry everywhere
+    for var in homeless.NAME_VARIABLES:  # whatever getpass.getuser() reads first is kept
+        assert homeless.user_env({var: "someone"}, uid) == {}, var
+    assert homeless.user_env({"USER": ""}, uid) == {"USER": str(uid)}  # empty: getpass skips it too
+
+
+def test_the_images_own_uids_are_not_looked_up() -> None:
+    """Root and the images' user (uid 1000, made by the base template) get no USER and
+    cost no passwd lookup on the start path: even where 1000 has no entry (this host may
+    not), user_env answers {} for it. The template and IMAGE_UIDS agree."""
+    assert homeless.user_env({}, 1000) == {} and homeless.user_env({}, 0) == {}
+    template = (REPO / "templates" / "base.Dockerfile.j2").read_text()
+    uids = {int(u) for u in re.findall(r"useradd --uid (\d+)", template)}
+    assert uids and uids | {0} == set(homeless.IMAGE_UIDS), (uids, homeless.IMAGE_UIDS)
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"  # readable by any uid, unlike a pyenv under /root
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.access(SYSTEM_PYTHON, os.X_OK),
+                    reason="runs the entrypoint as another uid: needs root and /usr/bin/python3")
+@pytest.mark.parametrize("home", ["slash", "group-writable", "its-own"])
+def test_the_entrypoint_lets_getpass_name_an_arbitrary_uid(home: str) -> None:
+    """OpenShift's arbitrary uid: through the real entrypoint, getpass.getuser() answers
+    (torch.compile's Inductor names its cache after it) where without the entrypoint it
+    raises KeyError. Its HOME as Docker gives it: ``/`` (an image without HOME), the
+    image's HOME, another uid's and group-writable for group 0 (these images: review
+    s30, where USER was missing because that home is writable), or a home it owns
+    (`-u $(id -u) -v $HOME:/home/worker`: the second review s30). The uid is switched in
+    the child before anything runs (preexec_fn), as `docker run --user UID:0` does; the
+    entrypoint is a copy in a directory that uid can read (tmp_path is root's alone)."""
+    import shutil
+    import tempfile
+
+    uid = _unknown_uid()
+    top = Path(tempfile.mkdtemp(prefix="stagecraft-anyuid-"))
+    try:
+        top.chmod(0o755)
+        for part in ("entrypoint", "probes"):
+            shutil.copytree(REPO / part, top / part, ignore=shutil.ignore_patterns("__pycache__"))
+        rep = top / "rep"
+        rep.mkdir(mode=0o777)
+        rep.chmod(0o777)
+        home_dir = top / "home"
+        home_dir.mkdir()
+        os.chown(home_dir, uid if home == "its-own" else 1000, 0)  # its own: a volume as HOME
+        home_dir.chmod(0o2775)
+        env = _entrypoint_env(top, "/" if home == "slash" else str(home_dir))
+        env["STAGECRAFT_REPORT"] = str(rep / "report.json")
+        for var in homeless.NAME_VARIABLES:
+            env.pop(var, None)
+        code = "import getpass; print(getpass.getuser())"
+
+        def as_uid() -> None:
+            os.setgid(0)
+            os.setuid(uid)
+
+        def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, check=False,
+                                  preexec_fn=as_uid, cwd="/")
+
+        plain = run([SYSTEM_PYTHON, "-c", code])
+        assert plain.returncode == 1 and "uid not found" in plain.stderr, plain.stdout + plain.stderr
+        cp = run([SYSTEM_PYTHON, str(top / "entrypoint/stagecraft-entrypoint"), SYSTEM_PYTHON, "-c", code])
+        assert cp.returncode == 0 and cp.stdout.strip() == str(uid), cp.stdout + cp.stderr
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
 
 
 # --- the Jupyter HEALTHCHECK -----------------------------------------------------------------

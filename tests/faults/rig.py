@@ -1,0 +1,376 @@
+"""What the fault suite drives and owns: an engine, a project, a state directory, a
+registry and a proxy in front of it; and how it looks at them.
+
+- **The engine** is a modern engine of the suite's own (``scripts/modern-engine.sh``
+  with ``STAGECRAFT_MODERN_NAME=stagecraft-faults``: Docker 26, the containerd image
+  store), never the host's engine, so killing and restarting it disturbs nobody's work.
+  Its data root (/var/lib/docker) is an ext4 file system on a loop device
+  (``DISK_BYTES``, sparse), so a trial can fill it to the last bytes.
+- **The project** is the tests' small ``six`` matrix (a real Debian base, real apt and
+  pip: tests/unit/minimal_matrix.py), images ``stagecraft-faults/six:<version>-cpu``
+  with aliases ``<version>``. ``change()`` writes a new file under its ``entrypoint/``
+  so both runtime stages get new content keys and the next run builds, exports and tags.
+- **The state directory** is a tmpfs of ``STATE_BYTES`` (a trial fills it).
+- **The registry** is Debian's ``docker-registry`` in the engine's container; the
+  engine pushes to it through ``tests/faults/proxy.py`` (run in the engine's network
+  namespace by ``nsenter``), whose faults the control file sets.
+
+Everything is made on first use and reused by the next suite run; ``teardown`` removes
+the containers and names a run made, never the engine's data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+import requests
+
+from stagecraft import statefile
+from tests.integration import engines
+from tests.integration.harness import ROOT, six_project, with_default_signals
+from tests.integration.registryproc import ACCEPT, Registry
+
+NAME = "stagecraft-faults"
+DISK_DIR = Path("/var/lib/stagecraft") / NAME
+# The engine's data root (the six project's images and cache take about 0.5 GB). The file
+# is allocated whole: a sparse one makes the host allocate at write time, and where the
+# host's file system refuses (quota, reserved blocks) the loop device gets an I/O error
+# and ext4 turns read-only, which no trial should meet.
+DISK_BYTES = 4 * 1024**3
+STATE_BYTES = 256 * 1024**2
+REPOSITORY = "stagecraft-faults/six"
+TAGS = {"1.16.0-cpu": "1.16.0", "1.17.0-cpu": "1.17.0"}  # tag -> alias
+TEST_LABEL = "io.stagecraft.test"
+
+
+def _sh(*argv: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(list(argv), capture_output=True, text=True, check=check, timeout=timeout)
+
+
+def data_disk() -> Path:
+    """The engine's data root: ``DISK_DIR/data``, an ext4 file system on a loop device
+    of ``DISK_DIR/disk.img``, made and mounted when it is not. Raises CalledProcessError."""
+    mnt = DISK_DIR / "data"
+    if _sh("mountpoint", "-q", str(mnt), check=False).returncode == 0:
+        return mnt
+    mnt.mkdir(parents=True, exist_ok=True)
+    img = DISK_DIR / "disk.img"
+    if not img.exists():
+        with open(img, "wb") as f:
+            os.posix_fallocate(f.fileno(), 0, DISK_BYTES)
+        _sh("mkfs.ext4", "-q", "-F", "-m", "0", "-E", "nodiscard", str(img))
+    _sh("mount", "-o", "loop", str(img), str(mnt))
+    return mnt
+
+
+def start_engine() -> engines.TestEngine:
+    """The suite's engine, started when it is not (its data volume bound to
+    ``data_disk()``). Raises RuntimeError when it cannot start."""
+    was_mounted = _sh("mountpoint", "-q", str(DISK_DIR / "data"), check=False).returncode == 0
+    mnt = data_disk()
+    host = docker.from_env()
+    if not was_mounted:  # an engine that started before the mount (a reboot) binds the bare directory
+        try:
+            host.containers.get(NAME).stop(timeout=10)
+        except docker.errors.NotFound:
+            pass
+    vol = f"{NAME}-data"
+    try:
+        opts = host.volumes.get(vol).attrs.get("Options") or {}
+        if opts.get("device") != str(mnt):
+            raise RuntimeError(f"volume {vol} exists and is not bound to {mnt}; remove it "
+                               f"(STAGECRAFT_MODERN_NAME={NAME} scripts/modern-engine.sh down)")
+    except docker.errors.NotFound:
+        host.volumes.create(vol, driver="local", labels={"io.stagecraft.engine": NAME},
+                            driver_opts={"type": "none", "o": "bind", "device": str(mnt)})
+    return engines.modern(NAME)
+
+
+def kill_engine(init_pid: int = 0) -> None:
+    """SIGKILL the engine's container: dockerd, its containers' shims and the registry
+    die at once, as on a crash or an OOM kill of the engine. With ``init_pid`` (the
+    container's first process, ``engine_pid``), the signal goes to it straight from
+    here: the namespace's init dying takes every process of it at once, with no API
+    round trip in between (a kill aimed at a window of a few milliseconds)."""
+    if init_pid:
+        try:
+            os.kill(init_pid, signal.SIGKILL)
+            return
+        except ProcessLookupError:
+            pass
+    _sh("docker", "kill", "--signal", "KILL", NAME, check=False)
+
+
+def engine_pid() -> int:
+    """The host pid of the engine container's first process (0 when it is not running)."""
+    out = _sh("docker", "inspect", "--format", "{{.State.Pid}}", NAME, check=False).stdout
+    return int(out.strip() or 0)
+
+
+@dataclass
+class Run:
+    """One ``build.py`` process of a trial: its argv, exit code, output and seconds."""
+
+    argv: list[str]
+    rc: int | None = None
+    out: str = ""
+    err: str = ""
+    seconds: float = 0.0
+    signalled: str = ""
+
+    def last_line(self) -> str:
+        """The last non-empty line on stderr (what the user read last)."""
+        lines = [ln for ln in self.err.splitlines() if ln.strip()]
+        return lines[-1].strip() if lines else ""
+
+
+@dataclass
+class Rig:
+    """The suite's engine, project, state directory, registry and proxy (module
+    docstring). ``work`` holds the project, the scratch directory runs use as $TMPDIR,
+    the state file system's mount point and the proxy's control file."""
+
+    work: Path
+    engine: engines.TestEngine = field(init=False)
+    registry: Registry = field(init=False)
+    proxy: subprocess.Popen | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.project = self.work / "project"
+        self.scratch = self.work / "scratch"
+        self.state = self.work / "state"
+        self.control = self.work / "proxy.json"
+        self.filler = self.state / ".fault-filler"
+
+    # -- set-up ------------------------------------------------------------------
+    def up(self) -> None:
+        """Start the engine, make the project, mount the state file system, start the
+        registry and its proxy."""
+        self.engine = start_engine()
+        self.client = self.engine.client()
+        if not (self.project / "matrix.yaml").exists():
+            self.project.mkdir(parents=True, exist_ok=True)
+            six_project(self.project, REPOSITORY)
+        self.scratch.mkdir(exist_ok=True)
+        self.state.mkdir(exist_ok=True)
+        if _sh("mountpoint", "-q", str(self.state), check=False).returncode != 0:
+            _sh("mount", "-t", "tmpfs", "-o", f"size={STATE_BYTES},mode=0755", "tmpfs", str(self.state))
+        root = Path(tempfile.mkdtemp(prefix="faults-registry-", dir=self.engine.share))
+        self.registry = Registry(root, None, self.engine)
+        self.registry.start()
+        self.set_proxy("pass")
+        self.start_proxy()
+
+    def start_proxy(self) -> None:
+        """The proxy in the engine's network namespace, on the engine's address."""
+        pid = self.client_host().containers.get(NAME).attrs["State"]["Pid"]
+        self.proxy_port = self.registry.port + 1
+        self.proxy = subprocess.Popen(
+            ["nsenter", f"--net=/proc/{pid}/ns/net", sys.executable, "-m", "tests.faults.proxy",
+             f"0.0.0.0:{self.proxy_port}", f"127.0.0.1:{self.registry.port}", str(self.control)],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert self.proxy.stdout is not None and self.proxy.stdout.readline().strip() == "ready"
+
+    @property
+    def push_to(self) -> str:
+        """The registry as build.py pushes to it: through the proxy."""
+        return f"{self.engine.address}:{self.proxy_port}"
+
+    def set_proxy(self, mode: str, **kw) -> None:
+        """Set the proxy's fault (``tests/faults/proxy.py``); a new nonce restarts its count."""
+        statefile.write_json(self.control, {"mode": mode, "nonce": secrets.token_hex(4), **kw})
+
+    def restart_engine(self) -> None:
+        """Start the engine again after ``kill_engine``, then its registry and proxy
+        (they lived in its network namespace)."""
+        if self.proxy is not None:
+            self.proxy.kill()
+            self.proxy.wait()
+        self.engine = engines.modern(NAME)
+        self.client = self.engine.client()
+        self.registry.pid = ""
+        self.registry.start()
+        self.start_proxy()
+
+    def engine_down(self) -> bool:
+        """Whether the engine does not answer (killed, not yet started again)."""
+        try:
+            self.client.ping()
+            return False
+        except (docker.errors.DockerException, requests.RequestException):
+            return True
+
+    def down(self) -> None:
+        """Stop the proxy and the registry, unmount the state file system (its content
+        goes); the engine and its data stay for the next suite run."""
+        if self.proxy is not None:
+            self.proxy.kill()
+            self.proxy.wait()
+        try:
+            self.registry.stop()
+        except docker.errors.DockerException:
+            pass
+        shutil.rmtree(self.registry.root, ignore_errors=True)
+        _sh("umount", str(self.state), check=False)
+
+    @staticmethod
+    def client_host() -> docker.DockerClient:
+        return docker.from_env()
+
+    # -- the project -------------------------------------------------------------
+    def change(self) -> str:
+        """New content for both runtime stages (a file under entrypoint/); returns it."""
+        token = secrets.token_hex(8)
+        (self.project / "entrypoint" / "fault-trial.txt").write_text(token + "\n")
+        return token
+
+    def argv(self, *args: str) -> list[str]:
+        """``build.py ARGS`` on this project and state directory."""
+        return [sys.executable, str(ROOT / "build.py"), *args[:1], "--matrix",
+                str(self.project / "matrix.yaml"), "--state-dir", str(self.state), *args[1:]]
+
+    def environ(self) -> dict[str, str]:
+        return self.engine.environ({"TMPDIR": str(self.scratch), "PYTHONUNBUFFERED": "1"})
+
+    def wait_tag_phase(self, proc: subprocess.Popen, timeout: float) -> float | None:
+        """Wait until a run's tag phase has begun (its record ``tags/pending-*.json`` is
+        in the state directory: written before the first name moves, ``tagrecovery``);
+        returns the seconds waited, or None when ``proc`` ended or ``timeout`` s passed
+        first."""
+        t0 = time.monotonic()
+        tags = self.state / "tags"
+        while time.monotonic() - t0 < timeout and proc.poll() is None:
+            if any(tags.glob("pending-*.json")):
+                return time.monotonic() - t0
+            time.sleep(0.002)
+        return None
+
+    def start(self, argv: list[str]) -> tuple[subprocess.Popen, Run, float]:
+        """Start ``argv`` in a session of its own with default signal dispositions."""
+        proc = subprocess.Popen(with_default_signals(argv), cwd=self.project, env=self.environ(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        return proc, Run(argv), time.monotonic()
+
+    @staticmethod
+    def finish(proc: subprocess.Popen, run: Run, t0: float, timeout: float = 900) -> Run:
+        """Wait for ``proc`` (killing its group past ``timeout`` s) and fill ``run``."""
+        try:
+            run.out, run.err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            run.out, run.err = proc.communicate()
+            run.signalled = run.signalled or "timeout"
+        run.rc, run.seconds = proc.returncode, time.monotonic() - t0
+        return run
+
+    def run(self, *args: str, timeout: float = 900) -> Run:
+        """``build.py ARGS`` to its end."""
+        return self.finish(*self.start(self.argv(*args)), timeout=timeout)
+
+    # -- what the engine, the state directory and the registry hold ----------------
+    def names(self) -> dict[str, str | None]:
+        """Every name of the project (each tag and alias) -> its image id, or None."""
+        out: dict[str, str | None] = {}
+        for tag, alias in TAGS.items():
+            for name in (tag, alias):
+                ref = f"{REPOSITORY}:{name}"
+                try:
+                    out[ref] = self.client.images.get(ref).id
+                except docker.errors.ImageNotFound:
+                    out[ref] = None
+        return out
+
+    def image_complete(self, image_id: str) -> bool:
+        """The engine holds the image whole: its config and every layer of its rootfs
+        (``docker image inspect`` answers and names layers)."""
+        try:
+            attrs = self.client.api.inspect_image(image_id)
+        except docker.errors.DockerException:
+            return False
+        return bool((attrs.get("RootFS") or {}).get("Layers"))
+
+    def test_containers(self) -> list[str]:
+        return [c.name for c in self.client.containers.list(all=True, filters={"label": TEST_LABEL})]
+
+    def scratch_dirs(self) -> list[str]:
+        """The runs' scratch directories (``<TMPDIR>/stagecraft-<uid>/run-*``, scratch.py)."""
+        return sorted(str(p.relative_to(self.scratch)) for p in self.scratch.glob("stagecraft-*/run-*"))
+
+    def images(self) -> set[str]:
+        """Every image id the engine holds (named or not)."""
+        return {i.id for i in self.client.images.list(all=True)}
+
+    def state_files(self) -> list[Path]:
+        return [p for p in self.state.rglob("*") if p.is_file() and p != self.filler]
+
+    def registry_tags(self) -> dict[str, str]:
+        """``repo:tag`` -> manifest digest, for every tag the registry lists."""
+        base = f"http://{self.registry.host}/v2"
+        out = {}
+        for repo in requests.get(f"{base}/_catalog", timeout=10).json().get("repositories") or []:
+            for tag in requests.get(f"{base}/{repo}/tags/list", timeout=10).json().get("tags") or []:
+                r = requests.head(f"{base}/{repo}/manifests/{tag}", headers={"Accept": ACCEPT}, timeout=10)
+                out[f"{repo}:{tag}"] = r.headers.get("Docker-Content-Digest", f"HTTP {r.status_code}")
+        return out
+
+    def missing_blobs(self) -> list[str]:
+        """``repo:tag -> digest`` for each blob or child manifest a tag's manifest
+        references that the registry does not serve."""
+        base = f"http://{self.registry.host}/v2"
+        missing = []
+
+        def walk(repo: str, ref: str, label: str) -> None:
+            r = requests.get(f"{base}/{repo}/manifests/{ref}", headers={"Accept": ACCEPT}, timeout=10)
+            if r.status_code != 200:
+                missing.append(f"{label} -> manifest {ref} (HTTP {r.status_code})")
+                return
+            doc = r.json()
+            for child in doc.get("manifests") or []:
+                walk(repo, child["digest"], label)
+            for blob in [doc.get("config"), *(doc.get("layers") or [])]:
+                if blob and blob.get("digest"):
+                    h = requests.head(f"{base}/{repo}/blobs/{blob['digest']}", timeout=10)
+                    if h.status_code != 200:
+                        missing.append(f"{label} -> blob {blob['digest'][:19]} (HTTP {h.status_code})")
+
+        for ref in self.registry_tags():
+            repo, tag = ref.rsplit(":", 1)
+            walk(repo, tag, ref)
+        return missing
+
+    def fill(self, where: Path, leave: int) -> Path:
+        """Fill the file system of ``where`` so that ``leave`` bytes stay free; returns
+        the filler file (remove it to give the space back)."""
+        filler = where / ".fault-filler"
+        filler.unlink(missing_ok=True)
+        st = os.statvfs(where)
+        size = max(st.f_bavail * st.f_frsize - leave, 0)
+        with open(filler, "wb") as f:
+            try:
+                os.posix_fallocate(f.fileno(), 0, size) if size else None
+            except OSError:
+                pass
+        return filler
+
+    def record(self, image_id: str) -> dict | None:
+        """The test record of ``image_id`` in the state directory (None: none)."""
+        from stagecraft.testing import load_record
+
+        return load_record(self.state, image_id)
+
+
+def load_json_lines(path: Path) -> list[dict]:
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()] if path.exists() else []

@@ -1,0 +1,329 @@
+"""One fault trial: change the project, run build.py, inject one fault at a random instant,
+check the invariants, run again without the fault, check again.
+
+The five kinds (issue 24), each with its variants chosen at random per trial:
+
+- ``signal``: SIGKILL or SIGINT to build.py's process group (what a CI cancel or
+  Ctrl-C sends), during a ``--test`` build or a ``--push`` build, at an instant drawn
+  over the undisturbed run's duration (planning, stage builds and exports, suites,
+  tagging, each push step), or in one trial of four as the tag phase begins.
+- ``engine``: the engine's container killed (SIGKILL) mid-build or mid-push, or in one
+  trial of four as the tag phase begins, and started again after 0 to 3 s.
+- ``registry``: the registry killed mid-upload and started again; or, through the
+  proxy, blob uploads answered HTTP 500 (a few times: transient; every time: down),
+  held unanswered (hung) for 5 to 40 s, or cut after some bytes.
+- ``disk``: the state directory's or the engine's data root's file system filled so
+  that 0 to 2 MB (state) or 0 to 400 MB (engine) stay free, before a ``--test`` build.
+- ``concurrent``: two ``--test`` builds at once on one engine and state directory, of
+  the same tag or of the two tags (which share their base stage), the second started
+  0 to D s after the first.
+
+Invariants after every fault (``check_names`` and friends): every name points at its
+image before or at a complete new one whose tests passed, never aliases split; every
+JSON file of the state directory is whole and no test record claims a pass it did not
+have; the registry serves every blob its tags reference; the run that ended said why in
+its last line (a Python traceback never). After the recovery run (the same command, no
+fault): it exited 0 with no manual step, built no stage that was complete before (the
+base), its names point at its tested image, and no suite container or scratch
+directory is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+
+from stagecraft import statefile
+from tests.faults.rig import REPOSITORY, TAGS, Rig, Run, data_disk, engine_pid, kill_engine
+
+KINDS = ("signal", "engine", "registry", "disk", "concurrent")
+# Words the last line of a run that a fault ended must hold (one of), per kind.
+SAYS = {
+    "engine": r"engine",
+    "registry": r"push|registry|upload|HTTP|blob|500",
+    "disk": r"space|ENOSPC|disk|full|write",
+}
+
+
+@dataclass
+class Outcome:
+    """One trial: what was injected, when, and what the checks found."""
+
+    index: int
+    kind: str
+    variant: str
+    instant: float
+    tag: str
+    fault_rcs: list = field(default_factory=list)
+    fault_last: list = field(default_factory=list)
+    recovery_rc: int | None = None
+    recovery_last: str = ""
+    violations: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def recovered(self) -> bool:
+        return self.recovery_rc == 0
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "recovered": self.recovered}
+
+
+def command(tag: str, push: bool, rig: Rig, json_out: bool = False, test: bool = True) -> list[str]:
+    """The build.py arguments of a trial's run (``--json``: the report on stdout;
+    ``--push`` implies ``--test``)."""
+    args = ["build", "--tag", tag, *(["--test"] if test or push else []), *(["--json"] if json_out else [])]
+    return args + (["--push", "--registry", rig.push_to] if push else [])
+
+
+def calibrate(rig: Rig) -> dict[str, float]:
+    """Seconds of an undisturbed run of each command shape on fresh content (the range
+    over which instants are drawn); raises AssertionError when one fails."""
+    rig.change()
+    warm = rig.run(*command(next(iter(TAGS)), False, rig))  # the base, once per engine
+    assert warm.rc == 0, f"warm-up run failed:\n{warm.err[-3000:]}"
+    out = {}
+    for shape, push, test in (("build", False, False), ("test", False, True), ("push", True, True)):
+        rig.change()
+        run = rig.run(*command(next(iter(TAGS)), push, rig, test=test))
+        assert run.rc == 0, f"calibration run failed:\n{run.err[-3000:]}"
+        out[shape] = run.seconds
+    return out
+
+
+def _wait_then(proc: subprocess.Popen, delay: float) -> bool:
+    """Sleep up to ``delay`` s; False when the process ended first."""
+    try:
+        proc.wait(timeout=delay)
+        return False
+    except subprocess.TimeoutExpired:
+        return True
+
+
+Injected = tuple[str, float, list[Run]]  # variant, instant (s), the runs the fault met
+
+
+def _when(rig: Rig, rng: random.Random, proc: subprocess.Popen, span: float) -> tuple[str, float | None]:
+    """When a trial's fault strikes: at an instant drawn over ``span`` s, or (one trial
+    in four) as the run's tag phase begins, the window where names move. Returns the
+    label and the seconds waited; None when the run ended first."""
+    if rng.random() < 0.25:
+        waited = rig.wait_tag_phase(proc, 900)
+        return "at tagging", waited
+    instant = rng.uniform(0, span)
+    return "", instant if _wait_then(proc, instant) else None
+
+
+def _signal(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test: bool) -> Injected:
+    sig = rng.choice(["KILL", "INT"])
+    push = test and rng.random() < 0.5
+    shape = "push" if push else "test" if test else "build"
+    proc, run, t0 = rig.start(rig.argv(*command(tag, push, rig, test=test)))
+    at, instant = _when(rig, rng, proc, cal[shape] * 1.05)
+    if instant is not None:
+        os.killpg(proc.pid, getattr(signal, f"SIG{sig}"))
+        run.signalled = sig
+    return f"SIG{sig} {shape} {at}".strip(), instant or 0.0, [rig.finish(proc, run, t0)]
+
+
+def _engine(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test: bool) -> Injected:
+    push = test and rng.random() < 0.5
+    shape = "push" if push else "test" if test else "build"
+    down = rng.uniform(0, 3)
+    pid = engine_pid()
+    proc, run, t0 = rig.start(rig.argv(*command(tag, push, rig, test=test)))
+    at, instant = _when(rig, rng, proc, cal[shape])
+    if instant is not None:
+        kill_engine(pid)
+        run.signalled = "engine"
+        time.sleep(down)
+        rig.restart_engine()
+    return f"engine killed {shape} {at}, down {down:.1f}s", instant or 0.0, [rig.finish(proc, run, t0)]
+
+
+def _registry(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test: bool) -> Injected:
+    variant = rng.choice(["kill", "500-transient", "500-down", "hang", "cut"])
+    # The image is built and tested first (untimed), so the fault meets the push.
+    pre = rig.run(*command(tag, False, rig))
+    if pre.rc != 0:
+        return f"{variant} (pre-build failed)", 0.0, [pre]
+    instant = rng.uniform(0, max(cal["push"] - cal["test"], 2.0)) if variant == "kill" else 0.0
+    proxy = {"500-transient": ("error", {"times": rng.randint(1, 3)}), "500-down": ("error", {}),
+             "hang": ("hang", {"seconds": rng.uniform(5, 20), "times": 1}),
+             "cut": ("cut", {"bytes": rng.randint(0, 4 * 1024 * 1024), "times": rng.randint(1, 3)})}
+    if variant in proxy:
+        rig.set_proxy(proxy[variant][0], **proxy[variant][1])
+    proc, run, t0 = rig.start(rig.argv("push", "--tag", tag, "--registry", rig.push_to))
+    if variant == "kill" and _wait_then(proc, instant):
+        rig.registry.kill()
+        run.signalled = "registry"
+        time.sleep(rng.uniform(0, 3))
+        rig.registry.start()
+    done = rig.finish(proc, run, t0)
+    rig.set_proxy("pass")
+    return variant, instant, [done]
+
+
+def _disk(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test: bool) -> Injected:
+    where = rng.choice(["state", "engine"])
+    leave = int(2 ** rng.uniform(10, 21 if where == "state" else 25))  # 1 KiB to 2 or 32 MiB
+    filler = rig.fill(rig.state if where == "state" else data_disk(), leave)
+    try:
+        run = rig.run(*command(tag, False, rig, test=test))
+    finally:
+        filler.unlink(missing_ok=True)
+    return f"{where} full, {leave} B free", 0.0, [run]
+
+
+def _concurrent(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test: bool) -> Injected:
+    other = rng.choice([tag, *[t for t in TAGS if t != tag]])
+    instant = rng.uniform(0, cal["test" if test else "build"])
+    p1, r1, t1 = rig.start(rig.argv(*command(tag, False, rig, test=test)))
+    _wait_then(p1, instant)
+    p2, r2, t2 = rig.start(rig.argv(*command(other, False, rig, test=test)))
+    return ("same tag" if other == tag else "two tags", instant,
+            [rig.finish(p1, r1, t1), rig.finish(p2, r2, t2)])
+
+
+INJECT = {"signal": _signal, "engine": _engine, "registry": _registry, "disk": _disk,
+          "concurrent": _concurrent}
+
+
+def check_names(rig: Rig, before: dict[str, str | None], tested: bool) -> list[str]:
+    """Every name at its old image or at a complete, tested new one; aliases with their tag."""
+    now = rig.names()
+    bad = []
+    for tag, alias in TAGS.items():
+        t, a = f"{REPOSITORY}:{tag}", f"{REPOSITORY}:{alias}"
+        if now[t] != now[a]:
+            bad.append(f"names split: {tag} -> {str(now[t])[7:19]}, {alias} -> {str(now[a])[7:19]}")
+        for ref in (t, a):
+            if now[ref] == before[ref]:
+                continue
+            if now[ref] is None:
+                bad.append(f"{ref} removed (was {str(before[ref])[7:19]})")
+            elif not rig.image_complete(now[ref]):
+                bad.append(f"{ref} -> incomplete image {now[ref][7:19]}")
+            elif tested:
+                try:
+                    rec = rig.record(now[ref])
+                except (statefile.Unreadable, OSError) as exc:
+                    rec = {"error": str(exc)}
+                if not rec or rec.get("passed") is not True:
+                    bad.append(f"{ref} -> {now[ref][7:19]} without a passed test record")
+    return bad
+
+
+def check_state(rig: Rig, since: float = 0.0) -> list[str]:
+    """Every JSON file of the state directory written since ``since`` (a time.time())
+    whole; no test record claims what it did not have."""
+    bad = []
+    for path in rig.state_files():
+        if path.suffix != ".json" or path.name.startswith("."):
+            continue
+        try:
+            if path.stat().st_mtime < since:
+                continue  # an earlier trial's: judged there
+        except OSError:
+            continue
+        try:
+            doc = statefile.read_json(path)
+        except (statefile.Unreadable, OSError) as exc:
+            bad.append(f"state file unreadable: {path.relative_to(rig.state)} ({exc})")
+            continue
+        if doc and doc.get("passed") is True:
+            counts = doc.get("counts") or {}
+            if counts.get("failed") or counts.get("error") or not counts.get("passed"):
+                bad.append(f"test record {path.name} claims a pass with counts {counts}")
+    return bad
+
+
+def check_message(kind: str, runs: list[Run]) -> list[str]:
+    """A run a fault ended says why in its last line; no traceback."""
+    bad = []
+    for run in runs:
+        if "Traceback (most recent call last)" in run.err:
+            bad.append(f"traceback: {run.err.strip().splitlines()[-1][:160]}")
+            continue
+        if run.signalled == "timeout":
+            bad.append("did not end within 900 s (killed by the suite)")
+            continue
+        if run.rc in (0, None) or run.signalled == "KILL":
+            continue  # a SIGKILLed run says nothing: the next run does
+        last = run.last_line()
+        if not last:
+            bad.append(f"exit {run.rc} with nothing on stderr")
+        elif run.signalled == "INT" and not last.startswith("interrupted") and run.rc != 0:
+            if not re.search(r"interrupt", run.err[-2000:], re.I):
+                bad.append(f"SIGINT, last line does not say so: {last[:160]}")
+        elif kind in SAYS and not re.search(SAYS[kind], last, re.I) and run.signalled != "INT":
+            bad.append(f"last line does not name the fault: {last[:160]}")
+    return bad
+
+
+def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, float]) -> Outcome:
+    """One trial of ``kind`` (module docstring): returns its outcome."""
+    t0 = time.monotonic()
+    tag = rng.choice(sorted(TAGS))
+    test = kind == "registry" or rng.random() < 0.35
+    rig.change()
+    before = rig.names()
+    images_before = rig.images()
+    started = time.time() - 1  # file times have a coarse clock on some file systems
+    containers_before, dirs_before = set(rig.test_containers()), set(rig.scratch_dirs())
+    variant, instant, runs = INJECT[kind](rig, rng, cal, tag, test)
+    variant += "" if test or kind == "registry" else " (no --test)"
+    out = Outcome(index, kind, variant, round(instant, 3), tag,
+                  [r.rc for r in runs], [r.last_line()[:200] for r in runs])
+    if rig.engine_down():
+        rig.restart_engine()
+    out.violations += check_names(rig, before, tested=test)
+    out.violations += check_state(rig, started)
+    out.violations += [f"registry: {m}" for m in rig.missing_blobs()]
+    out.violations += check_message(kind, runs)
+    # The next plain run, with no manual step.
+    push = kind == "registry" or any("--push" in r.argv for r in runs)
+    tags = sorted({tag, *[r.argv[r.argv.index("--tag") + 1] for r in runs]})
+    expected: set = set()
+    for t in tags:
+        rec = rig.run(*command(t, push, rig, json_out=True, test=test))
+        out.recovery_rc = rec.rc if out.recovery_rc in (None, 0) else out.recovery_rc
+        out.recovery_last = rec.last_line()[:200]
+        if rec.rc != 0:
+            out.violations.append(f"recovery run of {t} exited {rec.rc}: {rec.last_line()[:200]}")
+            continue
+        report = json.loads(rec.out)
+        stages = report.get("stages") or []
+        stages = list(stages.values()) if isinstance(stages, dict) else stages
+        expected |= {v.get("image_id") for v in stages} | {i.get("image_id") for i in report.get("images", [])}
+        rebuilt = [v.get("stage") for v in stages if v.get("stage") == "base" and v.get("status") == "built"]
+        if rebuilt:  # only the runtime stage (and its label stage) had new content
+            out.violations.append("recovery built the base stage again: a complete stage was not reused")
+    after = rig.names()
+    for t in tags:
+        img = after[f"{REPOSITORY}:{t}"]
+        try:
+            rec_doc = rig.record(img) if img else None
+        except (statefile.Unreadable, OSError):
+            rec_doc = None
+        if test and out.recovered and not (rec_doc and rec_doc.get("passed")):
+            out.violations.append(f"after recovery {t} is not at a tested image")
+    out.violations += [v + " (after recovery)" for v in check_state(rig, started) + check_names(rig, after, test)]
+    out.violations += [f"registry after recovery: {m}" for m in rig.missing_blobs()]
+    extra = rig.images() - images_before - expected
+    if extra and out.recovered:
+        out.violations.append(f"{len(extra)} image(s) left that no name and no stage of the next run uses")
+    left = sorted(set(rig.test_containers()) - containers_before)
+    if left:
+        out.violations.append(f"suite containers left after recovery: {left}")
+    dirs = sorted(set(rig.scratch_dirs()) - dirs_before)
+    if dirs:
+        out.violations.append(f"scratch directories left after recovery: {dirs}")
+    out.seconds = round(time.monotonic() - t0, 1)
+    return out

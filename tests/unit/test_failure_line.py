@@ -1,0 +1,43 @@
+"""The last line of a build that failed names its first cause (issue 24: what a user
+reads last after a fault), and the suite containers' labels (stagecraft/testing.py)."""
+
+from __future__ import annotations
+
+import os
+
+from stagecraft.buildreport import BuildReport, ImageResult
+from stagecraft.pipeline.buildrun import failure_line
+from stagecraft.testing import TestResult, boot_id
+
+
+def _img(tag: str, status: str, error: str = "") -> ImageResult:
+    return ImageResult(tag, f"r/x:{tag}", [], status, error=error)
+
+
+def test_a_failed_image_comes_first_with_its_error():
+    report = BuildReport(images=[_img("a", "built"), _img("b", "failed", "stage runtime: no space left on device")])
+    assert failure_line(report, {}, None) == (
+        "failed: b: stage runtime: no space left on device; no name of it was moved")
+
+
+def test_failed_suites_then_an_unfinished_push_then_nothing():
+    report = BuildReport(images=[_img("a", "built")])
+    t = TestResult("a", "sha256:1", False, {"failed": 6, "passed": 19}, 1.0, [], "", "")
+    assert failure_line(report, {"a": t}, None) == (
+        "failed: the suites of a did not pass ({'failed': 6, 'passed': 19}); no name of it was moved")
+    assert failure_line(report, {}, {"ok": False}).startswith("failed: the push did not finish")
+    assert failure_line(report, {}, None) == ""  # only skipped images: said by the caller
+
+
+def test_boot_id_names_this_boot_and_mount_namespace():
+    boot, _, ns = boot_id().rpartition("/")
+    assert len(boot) == 36 and ns == str(os.stat("/proc/self/ns/mnt").st_ino)
+
+
+def test_a_failed_load_says_what_docker_load_said_last(tmp_path):
+    from stagecraft.layoutload import _last_line
+
+    log = tmp_path / "load.log"
+    log.write_bytes(b"x" * 10_000 + b"\nLoading layer 1/2\nwrite /var/lib/docker/tmp/x: no space left on device\n\n")
+    assert _last_line(log) == ": write /var/lib/docker/tmp/x: no space left on device"
+    assert _last_line(tmp_path / "none.log") == ""
