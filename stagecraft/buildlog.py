@@ -123,10 +123,11 @@ class BuildLog:
 
 # Why a build failed, from the tail of its output.
 
-# The docker client's words when its connection to the daemon broke during a build
-# (docker/cli: "cannot write <iidfile> because server did not provide an image ID").
+# The docker client's words when its connection to the daemon broke during a build or a
+# load (docker/cli: "cannot write <iidfile> because server did not provide an image ID";
+# "error during connect: Post ...": the request could not be sent or was cut).
 LOST_RE = re.compile(r"server did not provide an image ID|error reading from server: EOF|"
-                     r"Cannot connect to the Docker daemon")
+                     r"Cannot connect to the Docker daemon|error during connect")
 STEP_RE = re.compile(r"^#\d+ \[([^\]]+)\] (.*)$")
 
 

@@ -197,7 +197,8 @@ class Engine:
             self._raise_failed(rc, tail, log_path)
         if layout is not None:
             try:
-                return load_layout(self.builder, layout, log_path, provenance_dir, self.image_id)
+                return load_layout(self.builder, layout, log_path, provenance_dir, self.image_id,
+                                   self.answers)
             finally:
                 shutil.rmtree(layout, ignore_errors=True)
         return self._built_id(iidfile.read_text().strip(), metadata)

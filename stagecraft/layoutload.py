@@ -10,13 +10,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import statefile
+from .buildlog import LOST_RE
 from .buildpath import Builder
 from .errors import BuildError
 from .ocilayout import single_image
 
 
 def load_layout(b: Builder, layout: Path, log_path: Path, provenance_dir: Path | None,
-                image_id: Callable[[str], str | None]) -> str:
+                image_id: Callable[[str], str | None], answers: Callable[[], bool] = lambda: True) -> str:
     """Load the single image of the OCI layout directory ``layout`` (a build's
     ``--output type=oci,tar=false``) into the engine through the client of ``b``
     (``docker load`` of it as a tar stream); returns its manifest digest, the engine's id
@@ -24,7 +25,8 @@ def load_layout(b: Builder, layout: Path, log_path: Path, provenance_dir: Path |
     and BuildKit's attestation manifest, the SLSA provenance statement is written to
     ``provenance_dir`` (when given) and the image manifest alone is loaded, under the
     index's name annotations. ``docker load``'s output is appended to ``log_path``. Raises
-    ``BuildError``."""
+    ``BuildError``, naming the engine when it stopped answering (``answers()`` false, or
+    the client's words say the connection broke)."""
     try:
         manifest, statements = single_image(layout)
     except (OSError, ValueError, KeyError) as exc:
@@ -42,6 +44,7 @@ def load_layout(b: Builder, layout: Path, log_path: Path, provenance_dir: Path |
     with open(log_path, "a", encoding="utf-8") as log:
         log.write(f"$ tar -C {layout} -cf - . | {b.client} load\n")
         log.flush()
+        start = log.tell()  # what docker load says comes after this
         tar = subprocess.Popen(["tar", "-C", str(layout), "-cf", "-", "."], stdout=subprocess.PIPE)
         try:
             proc = subprocess.run([b.client, "load"], stdin=tar.stdout, stdout=log,
@@ -55,19 +58,25 @@ def load_layout(b: Builder, layout: Path, log_path: Path, provenance_dir: Path |
             tar.stdout.close()
             tar.wait()
     if proc.returncode != 0 or tar.returncode != 0:
+        said = _last_line(log_path, start)
+        if LOST_RE.search(said) or not answers():
+            raise BuildError(f"the Docker engine stopped answering while the built image was "
+                             f"loaded (docker load said{said or ' nothing'}); when `docker info` "
+                             f"answers again, run the same command; log: {log_path}")
         raise BuildError(f"loading the built image failed (docker load exit {proc.returncode}, "
-                         f"tar exit {tar.returncode}{_last_line(log_path)}); log: {log_path}")
+                         f"tar exit {tar.returncode}{said}); log: {log_path}")
     if image_id(manifest) is None:
         raise BuildError(f"the engine has no image {manifest[:19]} after loading it; log: {log_path}")
     return manifest
 
 
-def _last_line(log_path: Path, limit: int = 4096) -> str:
-    """``": <the log's last non-empty line>"`` (what docker load said: a full disk, ...),
-    read from at most its last ``limit`` bytes; "" when there is none."""
+def _last_line(log_path: Path, start: int = 0, limit: int = 4096) -> str:
+    """``": <the log's last non-empty line>"`` written at or after byte ``start`` (what
+    docker load said: a full disk, ...), read from at most its last ``limit`` bytes; ""
+    when there is none."""
     try:
         with open(log_path, "rb") as f:
-            f.seek(max(f.seek(0, 2) - limit, 0))
+            f.seek(max(f.seek(0, 2) - limit, start))
             lines = [ln.strip() for ln in f.read(limit).decode("utf-8", "replace").splitlines() if ln.strip()]
     except OSError:
         return ""

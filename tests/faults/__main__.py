@@ -26,15 +26,17 @@ from tests.faults.trials import KINDS, calibrate, trial
 
 def table(outcomes: list[dict]) -> str:
     """Markdown table: kind, trials, violations, recovered, seconds."""
-    rows = ["| fault kind | trials | with a violation | recovered (next run green) | seconds |",
-            "|---|---:|---:|---:|---:|"]
-    for kind in KINDS:
-        mine = [o for o in outcomes if o["kind"] == kind]
-        if mine:
-            rows.append(f"| {kind} | {len(mine)} | {sum(bool(o['violations']) for o in mine)} | "
-                        f"{sum(o['recovered'] for o in mine)} | {sum(o['seconds'] for o in mine):.0f} |")
-    rows.append(f"| all | {len(outcomes)} | {sum(bool(o['violations']) for o in outcomes)} | "
-                f"{sum(o['recovered'] for o in outcomes)} | {sum(o['seconds'] for o in outcomes):.0f} |")
+    rows = ["| fault kind | trials | fault struck mid-run | with a violation | recovered (next run green) "
+            "| seconds |", "|---|---:|---:|---:|---:|---:|"]
+
+    def row(name: str, mine: list[dict]) -> str:
+        return (f"| {name} | {len(mine)} | {sum(o.get('struck', True) for o in mine)} | "
+                f"{sum(bool(o['violations']) for o in mine)} | {sum(o['recovered'] for o in mine)} | "
+                f"{sum(o['seconds'] for o in mine):.0f} |")
+
+    rows += [row(kind, [o for o in outcomes if o["kind"] == kind]) for kind in KINDS
+             if any(o["kind"] == kind for o in outcomes)]
+    rows.append(row("all", outcomes))
     return "\n".join(rows)
 
 
@@ -80,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                 out.write(json.dumps(o) + "\n")
                 out.flush()
                 mark = "ok" if not o["violations"] else "VIOLATION " + "; ".join(o["violations"])
+                mark += "" if o["struck"] else " (ended before the instant)"
                 print(f"[{i + 1}/{args.faults}] {kind:<10} {o['variant']:<34} t={o['instant']:6.2f}s "
                       f"rc={o['fault_rcs']} -> {o['recovery_rc']} {o['seconds']:5.1f}s {mark}", flush=True)
     finally:

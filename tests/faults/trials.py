@@ -66,6 +66,7 @@ class Outcome:
     recovery_last: str = ""
     violations: list = field(default_factory=list)
     seconds: float = 0.0
+    struck: bool = True  # False: the run ended before the drawn instant (nothing injected)
 
     @property
     def recovered(self) -> bool:
@@ -109,15 +110,15 @@ def _wait_then(proc: subprocess.Popen, delay: float) -> bool:
 Injected = tuple[str, float, list[Run]]  # variant, instant (s), the runs the fault met
 
 
-def _when(rig: Rig, rng: random.Random, proc: subprocess.Popen, span: float) -> tuple[str, float | None]:
+def _when(rig: Rig, rng: random.Random, proc: subprocess.Popen, span: float) -> tuple[str, float, bool]:
     """When a trial's fault strikes: at an instant drawn over ``span`` s, or (one trial
     in four) as the run's tag phase begins, the window where names move. Returns the
-    label and the seconds waited; None when the run ended first."""
+    label, the instant (s after the start) and whether the run was still going then."""
     if rng.random() < 0.25:
         waited = rig.wait_tag_phase(proc, 900)
-        return "at tagging", waited
+        return "at tagging", waited or 0.0, waited is not None
     instant = rng.uniform(0, span)
-    return "", instant if _wait_then(proc, instant) else None
+    return "", instant, _wait_then(proc, instant)
 
 
 def _signal(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test: bool) -> Injected:
@@ -125,11 +126,11 @@ def _signal(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test:
     push = test and rng.random() < 0.5
     shape = "push" if push else "test" if test else "build"
     proc, run, t0 = rig.start(rig.argv(*command(tag, push, rig, test=test)))
-    at, instant = _when(rig, rng, proc, cal[shape] * 1.05)
-    if instant is not None:
+    at, instant, hit = _when(rig, rng, proc, cal[shape] * 1.05)
+    if hit:
         os.killpg(proc.pid, getattr(signal, f"SIG{sig}"))
         run.signalled = sig
-    return f"SIG{sig} {shape} {at}".strip(), instant or 0.0, [rig.finish(proc, run, t0)]
+    return f"SIG{sig} {shape} {at}".strip(), instant, [rig.finish(proc, run, t0)]
 
 
 def _engine(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test: bool) -> Injected:
@@ -138,13 +139,13 @@ def _engine(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test:
     down = rng.uniform(0, 3)
     pid = engine_pid()
     proc, run, t0 = rig.start(rig.argv(*command(tag, push, rig, test=test)))
-    at, instant = _when(rig, rng, proc, cal[shape])
-    if instant is not None:
+    at, instant, hit = _when(rig, rng, proc, cal[shape])
+    if hit:
         kill_engine(pid)
         run.signalled = "engine"
         time.sleep(down)
         rig.restart_engine()
-    return f"engine killed {shape} {at}, down {down:.1f}s", instant or 0.0, [rig.finish(proc, run, t0)]
+    return f"engine killed {shape}{' ' + at if at else ''}, down {down:.1f}s", instant, [rig.finish(proc, run, t0)]
 
 
 def _registry(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test: bool) -> Injected:
@@ -281,6 +282,8 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
     variant += "" if test or kind == "registry" else " (no --test)"
     out = Outcome(index, kind, variant, round(instant, 3), tag,
                   [r.rc for r in runs], [r.last_line()[:200] for r in runs])
+    timed = kind in ("signal", "engine") or variant.startswith("kill")
+    out.struck = not timed or any(r.signalled for r in runs)
     if rig.engine_down():
         rig.restart_engine()
     out.violations += check_names(rig, before, tested=test)

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from stagecraft.buildpath import Builder
+from stagecraft.errors import BuildError
+from stagecraft.layoutload import load_layout
 from stagecraft.ocilayout import single_image
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "oci" / "buildkit-provenance"
@@ -50,3 +53,36 @@ def test_a_digest_that_is_not_a_blob_name_is_refused(layout):
     (layout / "index.json").write_text(json.dumps(index))
     with pytest.raises(ValueError, match="not a sha256 digest"):
         single_image(layout)
+
+
+def _stand_in_client(tmp_path: Path, words: str, rc: int) -> Builder:
+    """A docker CLI stand-in for ``docker load``: reads the stream, says ``words``, exits ``rc``."""
+    client = tmp_path / "docker"
+    client.write_text(f"#!/bin/sh\ncat >/dev/null\necho '{words}'\nexit {rc}\n")
+    client.chmod(0o755)
+    return Builder(str(client), ("build",), (), "stand-in")
+
+
+@pytest.mark.parametrize("answers", [True, False])
+def test_an_engine_gone_mid_load_is_named(layout, tmp_path, answers):
+    """The engine killed while ``docker load`` streams the layout (fault suite, engine
+    kind): the client's "error during connect" is the engine's going, and the message
+    names the engine, not the load."""
+    b = _stand_in_client(tmp_path, 'error during connect: Post "http://%2Fvar%2Frun%2Fdocker.sock/v1.47/'
+                         'images/load?quiet=1": EOF', 1)
+    with pytest.raises(BuildError, match=r"^the Docker engine stopped answering while the built image "
+                       r"was loaded \(docker load said: error during connect"):
+        load_layout(b, layout, tmp_path / "load.log", None, lambda ref: None, lambda: answers)
+
+
+def test_a_load_refused_by_an_engine_that_answers_says_what_it_said(layout, tmp_path):
+    b = _stand_in_client(tmp_path, "Error processing tar file(exit status 1): no space left on device", 1)
+    with pytest.raises(BuildError, match=r"^loading the built image failed \(docker load exit 1, tar exit "
+                       r"0: Error processing tar file.*no space left on device\)"):
+        load_layout(b, layout, tmp_path / "load.log", None, lambda ref: None, lambda: True)
+
+
+def test_a_silent_failed_load_on_a_gone_engine_says_nothing_was_said(layout, tmp_path):
+    b = _stand_in_client(tmp_path, "", 1)
+    with pytest.raises(BuildError, match=r"docker load said nothing\)"):
+        load_layout(b, layout, tmp_path / "load.log", None, lambda ref: None, lambda: False)
