@@ -4,9 +4,10 @@ check the invariants, run again without the fault, check again.
 The five kinds (issue 24), each with its variants chosen at random per trial:
 
 - ``signal``: SIGKILL or SIGINT to build.py's process group (what a CI cancel or
-  Ctrl-C sends), during a ``--test`` build or a ``--push`` build, at an instant drawn
-  over the undisturbed run's duration (planning, stage builds and exports, suites,
-  tagging, each push step), or in one trial of four as the tag phase begins.
+  Ctrl-C sends), or SIGKILL to build.py alone (the OOM killer: its children live on),
+  during a ``--test`` build or a ``--push`` build, at an instant drawn over the
+  undisturbed run's duration (planning, stage builds and exports, suites, tagging, each
+  push step), or in one trial of four as the tag phase begins.
 - ``engine``: the engine's container killed (SIGKILL) mid-build or mid-push, or in one
   trial of four as the tag phase begins, and started again after 0 to 3 s.
 - ``registry``: the registry killed mid-upload and started again; or, through the
@@ -123,14 +124,18 @@ def _when(rig: Rig, rng: random.Random, proc: subprocess.Popen, span: float) -> 
 
 def _signal(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test: bool) -> Injected:
     sig = rng.choice(["KILL", "INT"])
+    # SIGKILL to the process group (a CI cancel) or to build.py alone (the OOM killer):
+    # then its children (docker build, docker load, the suites) live on as orphans.
+    alone = sig == "KILL" and rng.random() < 0.5
     push = test and rng.random() < 0.5
     shape = "push" if push else "test" if test else "build"
     proc, run, t0 = rig.start(rig.argv(*command(tag, push, rig, test=test)))
     at, instant, hit = _when(rig, rng, proc, cal[shape] * 1.05)
     if hit:
-        os.killpg(proc.pid, getattr(signal, f"SIG{sig}"))
+        (os.kill if alone else os.killpg)(proc.pid, getattr(signal, f"SIG{sig}"))
         run.signalled = sig
-    return f"SIG{sig} {shape} {at}".strip(), instant, [rig.finish(proc, run, t0)]
+    label = f"SIG{sig}{' build.py alone' if alone else ''} {shape} {at}".strip()
+    return label, instant, [rig.finish(proc, run, t0)]
 
 
 def _engine(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test: bool) -> Injected:
