@@ -20,7 +20,10 @@ The five kinds (issue 24), each with its variants chosen at random per trial:
   0 to D s after the first.
 
 Invariants after every fault (``check_names`` and friends): every name points at its
-image before or at a complete new one whose tests passed, never aliases split; every
+image before or at a complete new one whose tests passed, never aliases split (except
+where the run was SIGKILLed, or its engine died for longer than the tag phase waits, inside
+its tag phase: then the state directory's tag record names them, and the next run puts
+them back before anything else); every
 JSON file of the state directory is whole and no test record claims a pass it did not
 have; the registry serves every blob its tags reference; the run that ended said why in
 its last line (a Python traceback never). After the recovery run (the same command, no
@@ -201,19 +204,38 @@ INJECT = {"signal": _signal, "engine": _engine, "registry": _registry, "disk": _
           "concurrent": _concurrent}
 
 
-def check_names(rig: Rig, before: dict[str, str | None], tested: bool) -> list[str]:
-    """Every name at its old image or at a complete, tested new one; aliases with their tag."""
+def recorded_names(rig: Rig) -> set[str]:
+    """The names of the tag records left in the state directory (``tagrecovery``: a run
+    that died inside its tag phase; every build and push puts them back first)."""
+    names: set[str] = set()
+    for path in (rig.state / "tags").glob("pending-*.json"):
+        try:
+            doc = statefile.read_json(path) or {}
+        except (statefile.Unreadable, OSError):
+            continue  # check_state says so
+        names |= {m[0] for m in doc.get("moves") or [] if isinstance(m, list) and m}
+    return names
+
+
+def check_names(rig: Rig, before: dict[str, str | None], tested: bool,
+                deferred: frozenset = frozenset()) -> list[str]:
+    """Every name at its old image or at a complete, tested new one; aliases with their
+    tag. Names in ``deferred`` (a tag record the next run puts back: the run died inside
+    its tag phase, where no handler runs) may be split or missing until then."""
     now = rig.names()
     bad = []
     for tag, alias in TAGS.items():
         t, a = f"{REPOSITORY}:{tag}", f"{REPOSITORY}:{alias}"
-        if now[t] != now[a]:
+        held = t in deferred and a in deferred
+        if now[t] != now[a] and not held:
             bad.append(f"names split: {tag} -> {str(now[t])[7:19]}, {alias} -> {str(now[a])[7:19]}")
         for ref in (t, a):
             if now[ref] == before[ref]:
                 continue
-            if now[ref] is None:
+            if now[ref] is None and not held:
                 bad.append(f"{ref} removed (was {str(before[ref])[7:19]})")
+            elif now[ref] is None:
+                continue
             elif not rig.image_complete(now[ref]):
                 bad.append(f"{ref} -> incomplete image {now[ref][7:19]}")
             elif tested:
@@ -291,7 +313,12 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
     out.struck = not timed or any(r.signalled for r in runs)
     if rig.engine_down():
         rig.restart_engine()
-    out.violations += check_names(rig, before, tested=test)
+    # Only a run that could not act (SIGKILL, or an engine gone past the wait) may leave
+    # its names to the record; the checks after the recovery run are strict.
+    deferred = frozenset(recorded_names(rig))
+    if deferred and not any(r.signalled in ("KILL", "engine") for r in runs):
+        out.violations.append(f"a tag record was left by a run that was not killed: {sorted(deferred)}")
+    out.violations += check_names(rig, before, tested=test, deferred=deferred)
     out.violations += check_state(rig, started)
     out.violations += [f"registry: {m}" for m in rig.missing_blobs()]
     out.violations += check_message(kind, runs)
@@ -323,6 +350,8 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
         if test and out.recovered and not (rec_doc and rec_doc.get("passed")):
             out.violations.append(f"after recovery {t} is not at a tested image")
     out.violations += [v + " (after recovery)" for v in check_state(rig, started) + check_names(rig, after, test)]
+    if recorded_names(rig):
+        out.violations.append("a tag record is left after the recovery run")
     out.violations += [f"registry after recovery: {m}" for m in rig.missing_blobs()]
     extra = rig.images() - images_before - expected
     if extra and out.recovered:
