@@ -61,9 +61,10 @@ def _say(msg: str) -> None:
 def load_image(env: Mapping[str, str], root: str) -> dict[str, Any] | None:
     """image.json as a dict, None when the file is absent. Raises ValueError when broken,
     not a regular file, unreadable or over MAX_IMAGE_JSON bytes (read through probes.fsread:
-    a FIFO there does not hold the start)."""
-    import json
-
+    a FIFO there does not hold the start). Parsed by its build-time twin when that holds
+    the same bytes (entrypoint.imagefile: no ``json`` import at start), else by ``json``;
+    the same checks follow either way."""
+    from entrypoint import imagefile
     from probes import fsread
 
     path = env.get("STAGECRAFT_IMAGE_JSON") or fsread.at(root, IMAGE_JSON)
@@ -74,10 +75,14 @@ def load_image(env: Mapping[str, str], root: str) -> dict[str, Any] | None:
         raise ValueError(f"{path}: not a readable regular file")
     if len(raw) > MAX_IMAGE_JSON:
         raise ValueError(f"{path}: larger than {MAX_IMAGE_JSON} bytes")
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (ValueError, RecursionError) as exc:
-        raise ValueError(f"{path}: {type(exc).__name__}: {exc}") from exc
+    data = imagefile.from_twin(path, raw, 4 * MAX_IMAGE_JSON)
+    if data is None:
+        import json
+
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (ValueError, RecursionError) as exc:
+            raise ValueError(f"{path}: {type(exc).__name__}: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("kernel_sets", []), list):
         raise ValueError(f"{path}: expected an object with a kernel_sets list")  # noqa: TRY004 - one error type for a bad file
     why = image_problem(data)
@@ -298,11 +303,9 @@ def start(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
         _say(f"probe failed ({type(exc).__name__}: {exc}); running the command without a kernel-set choice")
         return exec_command(argv, env)
     choice, report = p["choice"], p["report"]
-    import json
+    from entrypoint import jsonout, runtime
 
-    from entrypoint import runtime
-
-    path, skipped = runtime.write(json.dumps(report, indent=1, sort_keys=True), env)
+    path, skipped = runtime.write(jsonout.dumps(report), env)
     if choice.refused:
         _say(report["line"])
         for ps in choice.passed_over:  # what the message does not say already

@@ -14,7 +14,6 @@ character device.
 from __future__ import annotations
 
 import os
-import re
 import stat
 
 SMALL = 64 << 10  # bytes: a /sys or cgroup attribute (a CPU list of 8192 CPUs is < 48 KiB)
@@ -95,12 +94,11 @@ def exists(root: str, path: str) -> bool:
 
 def numbered(root: str, directory: str, prefix: str) -> list[tuple[int, str]]:
     """Entries ``<prefix><N>`` in root/directory as (N, absolute machine path), by N."""
-    pat = re.compile(re.escape(prefix) + r"([0-9]{1,9})$")
     out = []
     for name in listdir(root, directory):
-        m = pat.match(name)
-        if m:
-            out.append((int(m.group(1)), directory.rstrip("/") + "/" + name))
+        n = name[len(prefix):]  # 1 to 9 ASCII digits (not ``re``: off the start path)
+        if name.startswith(prefix) and 0 < len(n) <= 9 and n.isascii() and n.isdigit():
+            out.append((int(n), directory.rstrip("/") + "/" + name))
     return sorted(out)
 
 

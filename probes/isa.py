@@ -37,8 +37,6 @@ Sources:
 """
 from __future__ import annotations
 
-import re
-
 TYPE_CHECKING = False  # typing costs ms at start-up; only type checkers import it
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -111,6 +109,20 @@ def host_class(flags: Iterable[str], arch: str = "x86_64") -> str | None:
     return cls
 
 
+def _cpu_part(model: str) -> str:
+    """The first ``part 0x<hex>`` of ``model`` as ``0x<hex>`` (lower case); "" when none."""
+    text = model.lower()
+    at = text.find("part 0x")
+    while at >= 0:
+        end = at + 7
+        while end < len(text) and text[end] in "0123456789abcdef":
+            end += 1
+        if end > at + 7:
+            return text[at + 5:end]
+        at = text.find("part 0x", at + 1)
+    return ""
+
+
 def onednn_level(flags: Iterable[str], arch: str = "x86_64", model: str = "",
                  within: str | None = None) -> str | None:
     """The highest ``ONEDNN_MAX_CPU_ISA`` value the host supports (within class ``within``
@@ -120,8 +132,7 @@ def onednn_level(flags: Iterable[str], arch: str = "x86_64", model: str = "",
     if arch == "aarch64":
         have = set(flags)
         if "sve" in have:
-            m = re.search(r"part (0x[0-9a-f]+)", model.lower())
-            bits = SVE_BITS.get(m.group(1)) if m else None
+            bits = SVE_BITS.get(_cpu_part(model))
             if bits:
                 return f"SVE_{bits}"
         return "ASIMD" if "asimd" in have else None

@@ -456,7 +456,8 @@ RUN --mount=type=secret,id=pip-ca,required=false \
 # caches at import must not land root-owned in the user's home or /tmp.)
 # The hardware-probing entrypoint and what it knows about this image (/etc/stagecraft/image.json:
 # the matrix's facts, with the SASS and PTX measured above from the framework's own
-# binaries where it names them). Byte-compiled here: it runs as any uid and cannot write
+# binaries where it names them; beside it its parse by this Python, so that no start
+# imports json: entrypoint/imagefile.py). Byte-compiled here: it runs as any uid and cannot write
 # __pycache__, so it would otherwise compile its modules from source at every start
 # (15-30 ms of a 40-60 ms budget).
 COPY entrypoint/ /opt/stagecraft/entrypoint/
@@ -466,6 +467,7 @@ COPY probes/ /opt/stagecraft/probes/
 RUN mkdir -p /etc/stagecraft \
  && printf '%s\n' '{"components":{"cuda":"11.8","cudnn":"8.6.0","min_driver":"520.61.05","min_driver_compat":"450.80.02","nccl":"2.15.5","os":"debian 12","python":"3.11"},"device":"nvidia","device_strings":{"amd":"gpu:{index}","cpu":"cpu","mlu":"mlu:{index}","npu":"npu:{index}","nvidia":"gpu:{index}","xpu":"xpu:{index}"},"framework":{"name":"paddle-2.6.0-gpu","package":"paddlepaddle-gpu","version":"2.6.0"},"kernel_sets":[{"description":"native kernels for the compute capabilities the wheel ships","device":"nvidia","env":{},"name":"cuda","requires":{"cuda":"11.8","min_driver":"520.61.05","min_driver_compat":"450.80.02","ptx":[],"sass":["6.1","7.0","7.5","8.0","8.6"]}},{"description":"no usable GPU; MKL and oneDNN dispatch on their own (VNNI, BF16, AMX included)","device":"cpu","name":"cpu-avx512","requires":{"cpu_flags":["avx512f","avx512bw","avx512vl"]}},{"description":"no usable GPU; AVX2 and FMA kernels","device":"cpu","isa_cap":"avx2","name":"cpu-avx2","requires":{"cpu_flags":["avx2","fma"]}},{"description":"no usable GPU; the wheel\u0027s floor (-mavx)","device":"cpu","isa_cap":"avx","name":"cpu-avx","requires":{"cpu_flags":["avx"]}}],"schema":1}' > /etc/stagecraft/image.json \
  && /opt/venv/bin/python -I /opt/stagecraft/probes/fatbin.py apply /opt/stagecraft/measured-kernels.json /etc/stagecraft/image.json \
+ && /opt/venv/bin/python3 -I /opt/stagecraft/entrypoint/imagefile.py /etc/stagecraft/image.json \
  && ln -s /opt/stagecraft/entrypoint/stagecraft-report /usr/local/bin/stagecraft-report \
  && purelib="$(/opt/venv/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
  && ln -s /opt/stagecraft/entrypoint/stagecraft_device.py "$purelib/stagecraft_device.py" \

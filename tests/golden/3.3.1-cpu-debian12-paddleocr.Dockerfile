@@ -309,7 +309,8 @@ RUN --mount=type=secret,id=pip-ca,required=false \
 # caches at import must not land root-owned in the user's home or /tmp.)
 # The hardware-probing entrypoint and what it knows about this image (/etc/stagecraft/image.json:
 # the matrix's facts, with the SASS and PTX measured above from the framework's own
-# binaries where it names them). Byte-compiled here: it runs as any uid and cannot write
+# binaries where it names them; beside it its parse by this Python, so that no start
+# imports json: entrypoint/imagefile.py). Byte-compiled here: it runs as any uid and cannot write
 # __pycache__, so it would otherwise compile its modules from source at every start
 # (15-30 ms of a 40-60 ms budget).
 COPY entrypoint/ /opt/stagecraft/entrypoint/
@@ -318,6 +319,7 @@ COPY probes/ /opt/stagecraft/probes/
 # linked into the venv's site-packages; stagecraft-health is the HEALTHCHECK below.
 RUN mkdir -p /etc/stagecraft \
  && printf '%s\n' '{"components":{"os":"debian 12","python":"3.11"},"device":"cpu","device_strings":{"amd":"gpu:{index}","cpu":"cpu","mlu":"mlu:{index}","npu":"npu:{index}","nvidia":"gpu:{index}","xpu":"xpu:{index}"},"framework":{"name":"paddle-3.3.1-cpu","package":"paddlepaddle","version":"3.3.1"},"kernel_sets":[{"description":"AVX-512 hosts; MKL and oneDNN dispatch on their own (VNNI, BF16, AMX included)","device":"cpu","name":"cpu-avx512","requires":{"cpu_flags":["avx512f","avx512bw","avx512vl"]}},{"description":"AVX2 and FMA kernels; forced on an AVX-512 host, keeps the libraries off AVX-512","device":"cpu","isa_cap":"avx2","name":"cpu-avx2","requires":{"cpu_flags":["avx2","fma"]}},{"description":"the wheel\u0027s floor (it is compiled with -mavx); below it the image refuses, never SIGILL","device":"cpu","isa_cap":"avx","name":"cpu-avx","requires":{"cpu_flags":["avx"]}}],"schema":1}' > /etc/stagecraft/image.json \
+ && /opt/venv/bin/python3 -I /opt/stagecraft/entrypoint/imagefile.py /etc/stagecraft/image.json \
  && ln -s /opt/stagecraft/entrypoint/stagecraft-report /usr/local/bin/stagecraft-report \
  && purelib="$(/opt/venv/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
  && ln -s /opt/stagecraft/entrypoint/stagecraft_device.py "$purelib/stagecraft_device.py" \

@@ -570,7 +570,8 @@ RUN --mount=type=secret,id=pip-ca,required=false \
 # caches at import must not land root-owned in the user's home or /tmp.)
 # The hardware-probing entrypoint and what it knows about this image (/etc/stagecraft/image.json:
 # the matrix's facts, with the SASS and PTX measured above from the framework's own
-# binaries where it names them). Byte-compiled here: it runs as any uid and cannot write
+# binaries where it names them; beside it its parse by this Python, so that no start
+# imports json: entrypoint/imagefile.py). Byte-compiled here: it runs as any uid and cannot write
 # __pycache__, so it would otherwise compile its modules from source at every start
 # (15-30 ms of a 40-60 ms budget).
 COPY entrypoint/ /opt/stagecraft/entrypoint/
@@ -580,6 +581,7 @@ COPY probes/ /opt/stagecraft/probes/
 RUN mkdir -p /etc/stagecraft \
  && printf '%s\n' '{"components":{"cuda":"12.8","cudnn":"9.10.2","min_driver":"570.26","min_driver_compat":"525.60.13","nccl":"2.27.5","os":"debian 12","python":"3.11"},"device":"nvidia","device_strings":{"cpu":"cpu","nvidia":"cuda:{index}"},"framework":{"name":"torch-2.10.0-cu128","package":"torch","version":"2.10.0"},"kernel_sets":[{"description":"native kernels (SASS) for the compute capabilities the wheel ships","device":"nvidia","env":{},"name":"cuda","requires":{"cuda":"12.8","min_driver":"570.26","min_driver_compat":"525.60.13","ptx":[],"sass":["7.0","7.5","8.0","8.6","9.0","10.0","12.0"]}},{"description":"no usable GPU; ATen chooses its CPU kernels (AVX-512, AVX2 or AVX) itself","device":"cpu","env":{},"name":"cpu","requires":{"cpu_flags":["avx"]}}],"schema":1}' > /etc/stagecraft/image.json \
  && /opt/venv/bin/python -I /opt/stagecraft/probes/fatbin.py apply /opt/stagecraft/measured-kernels.json /etc/stagecraft/image.json \
+ && /opt/venv/bin/python3 -I /opt/stagecraft/entrypoint/imagefile.py /etc/stagecraft/image.json \
  && ln -s /opt/stagecraft/entrypoint/stagecraft-report /usr/local/bin/stagecraft-report \
  && purelib="$(/opt/venv/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
  && ln -s /opt/stagecraft/entrypoint/stagecraft_device.py "$purelib/stagecraft_device.py" \

@@ -83,6 +83,23 @@ def test_manifest_for_the_entrypoint(host, spec):
         assert found == spec["manifest"], f"{spec['tag']}: SASS/PTX changed without a measurement"
 
 
+def test_the_entrypoint_reads_the_manifest_from_its_twin_and_imports_no_json(host, spec):
+    """The build wrote image.json's twin with the image's own Python (entrypoint/imagefile.py),
+    root's and world-readable; it matches the file, so a start parses nothing and imports
+    neither json nor re (3 to 4 ms of every start; BENCHMARKS.md), unless NVML is loaded."""
+    twin = host.file(spec["manifest_path"] + ".marshal")
+    assert twin.is_file and twin.user == "root" and twin.mode == 0o644, spec["tag"]
+    code = ("import os, sys; sys.path.insert(0, '/opt/stagecraft'); sys.argv = ['e', 'true']\n"
+            "def stop(*a): print(' '.join(sorted(sys.modules)), flush=True); os._exit(0)\n"
+            "os.execve = stop\n"
+            "from entrypoint.main import main; main()")
+    out = host.check_output("STAGECRAFT_QUIET=1 /opt/venv/bin/python3 -IS -c %s", code)
+    mods = set(out.split())
+    # pynvml (loaded only where an NVML library is found) brings ctypes and re with it
+    unwanted = {"json"} if "pynvml" in mods else {"json", "re", "enum"}
+    assert "entrypoint.imagefile" in mods and not mods & unwanted, (spec["tag"], mods & unwanted)
+
+
 def test_no_nvidia_env_outside_nvidia_images(image_attrs, spec):
     env = dict(e.split("=", 1) for e in image_attrs["Config"].get("Env") or [])
     nvidia = sorted(k for k in env if k.startswith("NVIDIA_"))

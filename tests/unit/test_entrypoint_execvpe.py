@@ -3,12 +3,17 @@ spare the start the ``warnings`` import of os.get_exec_path): each case runs bot
 child process and compares what ran, the exit code and the error."""
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from entrypoint import imagefile
+from tests.fixtures.compose import IMAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -87,7 +92,8 @@ def test_execvpe_searches_as_os_execvpe_does(dirs: Path, path: str, name: str) -
 def test_entrypoint_start_imports_no_warnings_module(tmp_path: Path) -> None:
     """The reason execvpe is ours: the start path stays without ``warnings`` (and without
     ``importlib``, ``threading``, probes.hwcap), which cost 1.3 ms of every start
-    together (bench/startup.py, BENCHMARKS.md). A command that prints sys.modules of the
+    together (bench/startup.py, BENCHMARKS.md); nor ``json``, ``re`` and ``enum``
+    (entrypoint/jsonout.py, entrypoint/imagefile.py), 3 to 4 ms more. A command that prints sys.modules of the
     entrypoint cannot be run after exec, so the entrypoint runs with its exec replaced."""
     code = ("import os, sys; sys.path.insert(0, sys.argv[1]); sys.argv = ['e', 'true']\n"
             "def stop(*a): print(' '.join(sorted(sys.modules)), flush=True); os._exit(0)\n"
@@ -95,9 +101,16 @@ def test_entrypoint_start_imports_no_warnings_module(tmp_path: Path) -> None:
             "from entrypoint.main import main; main()")
     env = {k: v for k, v in os.environ.items() if not k.startswith("STAGECRAFT_")}
     env["STAGECRAFT_REPORT"] = str(tmp_path / "report.json")
+    # image.json with its build-time twin, as in every image (entrypoint/imagefile.py)
+    image = shutil.copy(IMAGES / "cpu-avx-only.json", tmp_path / "image.json")
+    imagefile.write_twin(str(image))
+    env["STAGECRAFT_IMAGE_JSON"] = str(image)
     cp = subprocess.run([sys.executable, "-IS", "-c", code, str(ROOT)], capture_output=True, text=True,
                         env=env, timeout=60, check=False)
     assert cp.returncode == 0, cp.stderr
     mods = set(cp.stdout.split())
     assert "entrypoint.main" in mods and "probes.cpu" in mods
-    assert not mods & {"warnings", "importlib", "threading", "probes.hwcap", "fnmatch", "typing"}, mods
+    assert not mods & {"warnings", "importlib", "threading", "probes.hwcap", "fnmatch", "typing",
+                       "json", "re", "enum"}, mods
+    report = json.loads((tmp_path / "report.json").read_text())  # written without json, read with it
+    assert report["image"] and report["line"]
