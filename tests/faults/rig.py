@@ -156,13 +156,15 @@ class Rig:
 
     # -- set-up ------------------------------------------------------------------
     def up(self) -> None:
-        """Start the engine, make the project, mount the state file system, start the
-        registry and its proxy."""
+        """Start the engine, make the project (anew: its templates, entrypoint and
+        probes are this checkout's, its suites linked to this checkout's tests), mount the
+        state file system, start the registry and its proxy."""
         self.engine = start_engine()
         self.client = self.engine.client()
-        if not (self.project / "matrix.yaml").exists():
-            self.project.mkdir(parents=True, exist_ok=True)
-            six_project(self.project, REPOSITORY)
+        if (self.project / "matrix.yaml").is_file():  # an earlier suite run's: maybe older code
+            shutil.rmtree(self.project)
+        self.project.mkdir(parents=True, exist_ok=True)
+        six_project(self.project, REPOSITORY)
         self.scratch.mkdir(exist_ok=True)
         self.state.mkdir(exist_ok=True)
         if _sh("mountpoint", "-q", str(self.state), check=False).returncode != 0:
