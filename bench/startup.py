@@ -2,7 +2,8 @@
 """Start-up cost of the entrypoint: what `docker run IMAGE CMD` pays for probing.
 
     python bench/startup.py [--runs N] [--cpu-tag TAG] [--gpu-tag TAG] [--docker PATH]
-                            [--baseline-tree DIR] [--skip-docker-run]
+                            [--baseline-tree DIR] [--tree DIR] [--skip-docker-run]
+                            [--cases cpu,gpu8]
 
 Two figures per image, both the median (and p90) over N runs, the two variants
 interleaved (A B B A ...) so that drift on a busy host hits both alike:
@@ -221,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="a source tree whose entrypoint/ and probes/ are timed in place of the "
                          "image's own (in-container measure only)")
     ap.add_argument("--skip-docker-run", action="store_true", help="only the in-container measure")
+    ap.add_argument("--cases", default="cpu,gpu8", help="which images, of cpu,gpu8 (default both)")
     args = ap.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="stagecraft-bench-") as tmp:
@@ -235,7 +237,10 @@ def main(argv: list[str] | None = None) -> int:
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "machine": machine(args.docker), "runs": args.runs, "goals_ms": GOALS_MS, "cases": {}}
         t0 = time.monotonic()
-        for name, (ref, flags) in cases.items():
+        wanted = [c for c in args.cases.split(",") if c]
+        if not wanted or set(wanted) - set(cases):
+            ap.error(f"--cases {args.cases!r}: name some of {', '.join(cases)}")
+        for name, (ref, flags) in ((n, cases[n]) for n in wanted):
             print(f"{name}: {ref} ({args.runs} runs per variant) ...", file=sys.stderr, flush=True)
             check = subprocess.run([args.docker, "run", "--rm", *flags, ref, "true"], capture_output=True,
                                    text=True, timeout=300, check=False)
