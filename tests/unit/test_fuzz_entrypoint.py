@@ -25,7 +25,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from entrypoint import runtime
+from entrypoint import jsonout, runtime
 from tests.unit import hostile
 
 SETTINGS = settings(suppress_health_check=list(HealthCheck), deadline=None)
@@ -132,7 +132,9 @@ def test_plan_and_report(x: dict[str, Any]) -> None:
         before = hostile.snapshot(tmp)
         out = hostile.check_plan(env)
         if isinstance(out, dict):
-            path, line = runtime.write(json.dumps(out), env)
+            text = jsonout.dumps(out)  # the start path's writer, on what hostile input made
+            assert text == json.dumps(out, indent=1, sort_keys=True)
+            path, line = runtime.write(text, env)
             assert path in (str(tmp / "run" / "report.json"), str(tmp / "xdg" / "stagecraft" / "report.json"))
             assert "\n" not in line
             assert runtime.load(path) is not None
