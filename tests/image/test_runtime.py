@@ -93,7 +93,10 @@ def test_the_entrypoint_reads_the_manifest_from_its_twin_and_imports_no_json(hos
             "def stop(*a): print(' '.join(sorted(sys.modules)), flush=True); os._exit(0)\n"
             "os.execve = stop\n"
             "from entrypoint.main import main; main()")
-    out = host.check_output("STAGECRAFT_QUIET=1 /opt/venv/bin/python3 -IS -c %s", code)
+    # A report path of its own, as in a new container: a start that finds an earlier
+    # report reads it (with json) to be sure that what it replaces is its own.
+    out = host.check_output('d="$(mktemp -d)" && STAGECRAFT_REPORT="$d/report.json" STAGECRAFT_QUIET=1 '
+                            "/opt/venv/bin/python3 -IS -c %s", code)
     mods = set(out.split())
     # pynvml (loaded only where an NVML library is found) brings ctypes and re with it
     unwanted = {"json"} if "pynvml" in mods else {"json", "re", "enum"}
