@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 SUFFIX = ".marshal"
+MAX_DEPTH = 64  # levels of nesting a twin may have (the build's image.json has 5)
 
 
 def twin_path(path: str) -> str:
@@ -34,9 +35,10 @@ def twin_path(path: str) -> str:
 
 
 def from_twin(path: str, raw: bytes, limit: int) -> dict[str, Any] | None:
-    """The parsed image.json when the twin of ``path`` holds exactly ``raw``; None when
-    there is no such twin (absent, unreadable, not a regular file, over ``limit`` bytes,
-    broken, or of other bytes). Never raises."""
+    """The parsed image.json when the twin of ``path`` holds exactly ``raw`` and a JSON
+    tree (``_json_tree``); None when there is no such twin (absent, unreadable, not a
+    regular file, over ``limit`` bytes, broken, of other bytes or other data). Never
+    raises."""
     from probes import fsread
 
     try:
@@ -47,9 +49,39 @@ def from_twin(path: str, raw: bytes, limit: int) -> dict[str, Any] | None:
     except Exception:  # noqa: BLE001 - any trouble with the twin: parse the JSON instead
         return None
     if (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], bytes)
-            and pair[0] == raw and isinstance(pair[1], dict)):
+            and pair[0] == raw and isinstance(pair[1], dict) and _json_tree(pair[1], len(raw))):
         return pair[1]
     return None
+
+
+def _json_tree(data: object, size: int) -> bool:
+    """Whether ``data`` is what ``json.loads`` of ``size`` bytes can be: only JSON's types
+    (``dict`` with ``str`` keys, ``list``, ``str``, ``int``, ``float``, ``bool``, None),
+    a tree (no container reached twice: marshal can share them, json cannot, and shared
+    ones would multiply the report's size), at most ``size`` values, nested at most
+    ``MAX_DEPTH`` levels."""
+    seen: set[int] = set()
+    stack: list[tuple[object, int]] = [(data, 0)]
+    count = 0
+    while stack:
+        node, depth = stack.pop()
+        count += 1
+        if count > size or depth > MAX_DEPTH:
+            return False
+        kind = type(node)
+        if kind is dict or kind is list:
+            if id(node) in seen:
+                return False
+            seen.add(id(node))
+            if kind is dict:
+                if not all(type(k) is str for k in node):  # type: ignore[union-attr]
+                    return False
+                stack.extend((v, depth + 1) for v in node.values())  # type: ignore[union-attr]
+            else:
+                stack.extend((v, depth + 1) for v in node)  # type: ignore[union-attr]
+        elif kind not in (str, int, float, bool) and node is not None:
+            return False
+    return True
 
 
 def write_twin(path: str) -> str:

@@ -22,10 +22,11 @@ if TYPE_CHECKING:
 
 # What json's encoder writes for these characters (json.encoder.ESCAPE_DCT).
 _SHORT = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
-MAX_DEPTH = 200  # nesting written; deeper raises ValueError (json: RecursionError near 1000)
+MAX_DEPTH = 500  # nesting written; deeper raises ValueError (json: RecursionError near 1000)
 
 
 def _string(s: str) -> str:
+    s = str.__str__(s)  # a subclass's value, as json reads it (not its __str__ or __format__)
     if s.isascii() and s.isprintable() and '"' not in s and "\\" not in s:
         return f'"{s}"'  # the common case: nothing to escape
     out = ['"']
@@ -50,6 +51,10 @@ def _float(x: float) -> str:
     if x in (float("inf"), float("-inf")):
         return "Infinity" if x > 0 else "-Infinity"
     return float.__repr__(x)
+
+
+def _first(item: tuple) -> object:
+    return item[0]
 
 
 def _key(key: object) -> str:
@@ -96,11 +101,12 @@ def _write(obj: Any, level: int, out: list[str]) -> None:
             return
         inner = "\n" + " " * (level + 1)
         out.append("{")
-        for i, key in enumerate(sorted(obj)):  # json sorts the keys as they are, then converts them
+        # json sorts the items by their keys as they are, then converts the keys
+        for i, (key, value) in enumerate(sorted(obj.items(), key=_first)):
             out.append(inner if i == 0 else "," + inner)
             out.append(_string(_key(key)))
             out.append(": ")
-            _write(obj[key], level + 1, out)
+            _write(value, level + 1, out)
         out.append("\n" + " " * level + "}")
     else:
         raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")

@@ -305,7 +305,10 @@ def start(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     choice, report = p["choice"], p["report"]
     from entrypoint import jsonout, runtime
 
-    path, skipped = runtime.write(jsonout.dumps(report), env)
+    try:
+        path, skipped = runtime.write(jsonout.dumps(report), env)
+    except (TypeError, ValueError, RecursionError) as exc:  # never blocks the choice
+        path, skipped = None, f"report not written ({type(exc).__name__}: {exc})"
     if choice.refused:
         _say(report["line"])
         for ps in choice.passed_over:  # what the message does not say already

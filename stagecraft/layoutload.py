@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -45,7 +47,9 @@ def load_layout(b: Builder, layout: Path, log_path: Path, provenance_dir: Path |
         log.write(f"$ tar -C {layout} -cf - . | {b.client} load\n")
         log.flush()
         start = log.tell()  # what docker load says comes after this
-        tar = subprocess.Popen(["tar", "-C", str(layout), "-cf", "-", "."], stdout=subprocess.PIPE)
+        tar_err = tempfile.TemporaryFile()  # tar's own words, apart from docker load's
+        tar = subprocess.Popen(["tar", "-C", str(layout), "-cf", "-", "."], stdout=subprocess.PIPE,
+                               stderr=tar_err)
         try:
             proc = subprocess.run([b.client, "load"], stdin=tar.stdout, stdout=log,
                                   stderr=subprocess.STDOUT, env={**os.environ, **dict(b.env)},
@@ -57,6 +61,16 @@ def load_layout(b: Builder, layout: Path, log_path: Path, provenance_dir: Path |
             assert tar.stdout is not None
             tar.stdout.close()
             tar.wait()
+        tar_err.seek(0)
+        tar_said = tar_err.read(4096).decode("utf-8", "replace").strip()
+        tar_err.close()
+        tar_failed = tar.returncode not in (0, -signal.SIGPIPE)  # SIGPIPE: docker load stopped reading
+        if tar_failed and tar_said:
+            log.write(f"tar: {tar_said}\n")
+    if tar_failed:
+        last = tar_said.splitlines()[-1][:200] if tar_said else "nothing on stderr"
+        raise BuildError(f"reading the build's OCI layout failed (tar exit {tar.returncode}: {last}; "
+                         f"docker load exit {proc.returncode}); log: {log_path}")
     if proc.returncode != 0 or tar.returncode != 0:
         said = _last_line(log_path, start)
         if LOST_RE.search(said) or not answers():

@@ -140,33 +140,40 @@ def apply_tags(engine: TagEngine, moves: list[tuple[str, str]], journal: TagJour
         if record is False:  # interrupted while waiting for another run's phase
             raise KeyboardInterrupt
         before = {ref: engine.image_id(ref) for ref, _ in moves}
+        progress = None
         if record is not None:
             try:
-                tagrecovery.begin(record, moves, before)
+                progress = tagrecovery.begin(record, moves, before)
             except OSError as exc:
                 raise BuildError(f"tagging not started: cannot write {record} "
                                  f"({exc.strerror or exc}); no tag was moved") from None
         attempted: list[str] = []
         error: Exception | None = None
-        for ref, image_id in moves:
+        for i, (ref, image_id) in enumerate(moves):
             if pending:
                 break
-            attempted.append(ref)  # before the call: a move the client lost is put back too
             try:
+                if progress is not None:
+                    progress.mark(i)  # on disk before the engine is asked (recover reads it)
+                attempted.append(ref)  # before the call: a move the client lost is put back too
                 engine.tag(image_id, ref)
-            except Exception as exc:  # noqa: BLE001 - engine or transport: put back, then report
+            except Exception as exc:  # noqa: BLE001 - engine, transport or disk: put back, then report
                 error = exc
                 break
         journal.moved, journal.images = attempted, images
         if pending or error is not None:
             journal.cause = "interrupted" if pending else _cause(error)
-            journal.stuck = _put_back(engine, attempted, before, pending, say)
+            journal.stuck, gone = _put_back(engine, attempted, before, pending, say)
+            if journal.stuck and gone and pending:
+                journal.cause = "interrupted, and the Docker engine did not answer"
             journal.state = "partial" if journal.stuck else "restored" if attempted else "none"
             journal.record = str(record) if record is not None and journal.stuck else ""
         else:
             journal.state = "done"
         if record is not None and not journal.stuck:
-            tagrecovery.end(record)  # settled: every name moved, or every one put back
+            tagrecovery.end(record, progress)  # settled: every name moved, or every one put back
+        elif progress is not None:
+            progress.close()  # the record and its progress stay for the next run
     # A signal held until here takes effect now; the journal says what the engine holds
     # (a signal after the last move and the check above finds every name moved: "done").
     if pending:
@@ -206,31 +213,40 @@ def _on_disk(engine: TagEngine, on_disk: tuple[Path, str] | None, pending: list[
 
 
 def _put_back(engine: TagEngine, refs: list[str], before: dict[str, str | None],
-              pending: list[int], say: Callable[[str], None]) -> list[str]:
+              pending: list[int], say: Callable[[str], None]) -> tuple[list[str], bool]:
     """Point each of ``refs`` back at its image in ``before`` (None: remove the name);
-    returns the names the engine does not show as before afterwards. An engine that
-    stopped answering is waited for up to ``ENGINE_RETURN_S`` s (a signal ends the wait:
-    the record on disk keeps the names for the next run)."""
-    stuck, gone = _put_back_once(engine, refs, before)
-    if not (stuck and gone):
-        return stuck
+    returns the names the engine does not show as before afterwards, and whether an
+    engine that did not answer is why. An engine that stopped answering is waited for up
+    to ``ENGINE_RETURN_S`` s, checked before each call (one call is bounded by the
+    client's own timeout); a signal ends the wait at once, and an interrupted phase does
+    not wait at all: the record on disk keeps the names for the next run."""
+    stuck, gone = _put_back_once(engine, refs, before, lambda: False)
+    if not (stuck and gone) or pending:
+        return stuck, gone
     say(f"the Docker engine stopped answering while tagging: waiting up to {ENGINE_RETURN_S:.0f} s "
         f"for it to put {len(stuck)} name(s) back")
     deadline = time.monotonic() + ENGINE_RETURN_S
-    while stuck and gone and not pending and time.monotonic() < deadline:
+
+    def stop() -> bool:
+        return bool(pending) or time.monotonic() >= deadline
+
+    while stuck and gone and not stop():
         time.sleep(RETRY_S)
-        stuck, gone = _put_back_once(engine, stuck, before)
+        stuck, gone = _put_back_once(engine, stuck, before, stop)
     if not stuck:
         say(f"the engine answers again: {len(refs)} name(s) put back")
-    return stuck
+    return stuck, gone
 
 
-def _put_back_once(engine: TagEngine, refs: list[str],
-                   before: dict[str, str | None]) -> tuple[list[str], bool]:
+def _put_back_once(engine: TagEngine, refs: list[str], before: dict[str, str | None],
+                   stop: Callable[[], bool]) -> tuple[list[str], bool]:
     """One pass of ``_put_back``, last moved first: the names left, and whether any
-    failed for an engine that did not answer."""
+    failed for an engine that did not answer. ``stop()`` true before a name: that name
+    and the ones before it are left as they are."""
     stuck, gone = [], False
-    for ref in reversed(refs):
+    for n, ref in enumerate(reversed(refs)):
+        if stop():
+            return refs[:len(refs) - n] + stuck[::-1], True
         old = before[ref]
         try:
             if old is None:

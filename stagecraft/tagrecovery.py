@@ -91,16 +91,74 @@ def _sweep_temporaries(folder: Path) -> None:
             pass
 
 
-def begin(pending: Path, moves: list[tuple[str, str]], before: dict[str, str | None]) -> None:
-    """Record the phase about to start (every name's image before and after) before the
-    first name moves. Raises ``OSError`` (a full disk: then nothing may move)."""
-    statefile.write_json(pending, {"schema": SCHEMA, "pid": os.getpid(), "started": time.time(),
-                                   "moves": [list(m) for m in moves], "before": before})
+class Progress:
+    """How far a phase got: the index (in ``moves``) of each name it began to move, one
+    per line, on disk (fdatasync) before the engine is asked. ``recover`` takes a name
+    found with no image for one lost inside the engine's own move only when the dead run
+    had begun moving it; any other missing name was removed by someone, and stays so."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+
+    def mark(self, index: int) -> None:
+        """Name ``index`` is about to move. Raises ``OSError`` (a full disk)."""
+        os.write(self.fd, f"{index}\n".encode())
+        os.fdatasync(self.fd)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
-def end(pending: Path) -> None:
+def _progress_path(pending: Path) -> Path:
+    return pending.with_suffix(".progress")
+
+
+def begin(pending: Path, moves: list[tuple[str, str]], before: dict[str, str | None]) -> Progress:
+    """Record the phase about to start (every name's image before and after; its
+    progress file, empty) before the first name moves; returns the progress to mark.
+    Raises ``OSError`` (a full disk: then nothing may move)."""
+    progress = Progress(_progress_path(pending))  # first: a record always has its progress
+    try:
+        statefile.write_json(pending, {"schema": SCHEMA, "pid": os.getpid(), "started": time.time(),
+                                       "moves": [list(m) for m in moves], "before": before})
+    except OSError:
+        progress.close()
+        raise
+    return progress
+
+
+def end(pending: Path, progress: Progress | None = None) -> None:
     """The phase is over (every name moved, or every one put back)."""
     pending.unlink(missing_ok=True)
+    if progress is not None:
+        progress.close()
+    _progress_path(pending).unlink(missing_ok=True)
+
+
+MAX_PROGRESS = 1 << 20  # bytes of a progress file read (a line per name)
+
+
+def _begun(pending: Path) -> int | None:
+    """How many names of the record the dead run had begun to move (the highest index
+    marked, plus one); None when the record has no progress file (a record of a version
+    before progress marks: every name counts as begun)."""
+    try:
+        fd = os.open(_progress_path(pending), os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        text = os.read(fd, MAX_PROGRESS).decode("ascii", "replace")
+    finally:
+        os.close(fd)
+    marks = [int(x) for x in text.split() if x.isascii() and x.isdigit() and len(x) < 9]
+    return max(marks) + 1 if marks else 0
 
 
 def recover(engine: NameEngine, pending: Path, say: Callable[[str], None]) -> list[str]:
@@ -128,6 +186,9 @@ def recover(engine: NameEngine, pending: Path, say: Callable[[str], None]) -> li
     if doc is None:
         return []
     moves, before = _parse(doc)
+    begun = _begun(pending)
+    if begun is not None:
+        moves = moves[:begun]  # names the dead run never began to move are not its to settle
     put_back: list[str] = []
     kept: list[str] = []
     for ref, new in reversed(moves):
@@ -187,9 +248,13 @@ def _set_aside(pending: Path) -> Path:
 
 
 def _parse(doc: dict[str, Any]) -> tuple[list[tuple[str, str]], dict[str, str | None]]:
-    """The moves and previous images of a record; malformed entries are dropped."""
-    moves = [(m[0], m[1]) for m in doc.get("moves") or []
-             if isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m)]
+    """The moves and previous images of a record; a malformed entry ends the moves (their
+    order is what progress marks count)."""
+    moves: list[tuple[str, str]] = []
+    for m in doc.get("moves") or []:
+        if not (isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m)):
+            break
+        moves.append((m[0], m[1]))
     raw = doc.get("before") if isinstance(doc.get("before"), dict) else {}
     before = {k: v for k, v in raw.items() if isinstance(k, str) and (v is None or isinstance(v, str))}
     return moves, before

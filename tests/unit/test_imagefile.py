@@ -84,3 +84,29 @@ def test_write_twin_refuses_a_broken_image_json(tmp_path):
     with pytest.raises(ValueError):
         imagefile.write_twin(str(bad))
     assert not Path(imagefile.twin_path(str(bad))).exists()
+
+
+@pytest.mark.parametrize("data", [
+    "shared",  # one list reached twice: marshal can share, json cannot
+    {"kernel_sets": [], "components": {1: "x"}},  # a key json never makes
+    {"kernel_sets": [], "components": (1, 2)},  # a tuple
+    {"kernel_sets": [], "components": b"bytes"},
+    "deep",
+])
+def test_a_twin_that_json_could_not_have_made_falls_back(image, data):
+    raw = image.read_bytes()
+    want = _load(image)
+    if data == "shared":
+        node: list = ["x"]
+        for _ in range(40):
+            node = [node, node]  # 2**40 paths: the report writer would never end
+        data = {**json.loads(raw), "components": node}
+    elif data == "deep":
+        deep: dict = {}
+        node2 = deep
+        for _ in range(imagefile.MAX_DEPTH + 1):
+            node2["c"] = {}
+            node2 = node2["c"]
+        data = {**json.loads(raw), "components": deep}
+    Path(imagefile.twin_path(str(image))).write_bytes(marshal.dumps((raw, data)))
+    assert _load(image) == want

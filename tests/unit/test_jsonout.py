@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -79,3 +80,55 @@ def test_a_real_report_round_trips(tmp_path):
     report = plan({"STAGECRAFT_PROBE_ROOT": str(root)}, image)["report"]
     _same(report)
     assert json.loads(jsonout.dumps(report)) == json.loads(json.dumps(report))
+
+
+def test_subclasses_are_written_by_their_value_as_json_writes_them():
+    import enum
+    from collections import OrderedDict
+
+    class Colour(str, enum.Enum):
+        RED = "red"
+
+    class Loud(str):
+        def __str__(self):
+            return "LOUD"
+
+        def __format__(self, spec):
+            return "LOUD"
+
+    class Items(dict):
+        def __getitem__(self, key):
+            raise KeyError(key)
+
+    for obj in ([Colour.RED], {Colour.RED: 1}, [Loud("quiet")], Items(b=1, a=2),
+                OrderedDict([("z", 1), ("a", 2)])):
+        _same(obj)
+
+
+def test_a_report_too_deep_to_write_still_starts_the_command(tmp_path):
+    """An image.json nested deeper than MAX_DEPTH (its components go into the report):
+    the kernel set is still chosen and set, the report is skipped and said."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.fixtures.compose import IMAGES
+
+    img = json.loads((IMAGES / "cpu-avx-only.json").read_text())
+    deep: dict = {}
+    node = deep
+    for _ in range(jsonout.MAX_DEPTH + 10):
+        node["c"] = {}
+        node = node["c"]
+    img["components"] = deep
+    image = tmp_path / "image.json"
+    image.write_text(json.dumps(img))
+    repo = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STAGECRAFT_")}
+    env.update(STAGECRAFT_IMAGE_JSON=str(image), STAGECRAFT_REPORT=str(tmp_path / "r.json"))
+    cp = subprocess.run([sys.executable, "-IS", str(repo / "entrypoint" / "stagecraft-entrypoint"),
+                         "sh", "-c", 'echo "chosen=[$STAGECRAFT_CHOSEN]"'], env=env,
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    assert "chosen=[cpu-" in cp.stdout and "report not written (ValueError: nested deeper" in cp.stderr
+    assert not (tmp_path / "r.json").exists()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -86,3 +87,18 @@ def test_a_silent_failed_load_on_a_gone_engine_says_nothing_was_said(layout, tmp
     b = _stand_in_client(tmp_path, "", 1)
     with pytest.raises(BuildError, match=r"docker load said nothing\)"):
         load_layout(b, layout, tmp_path / "load.log", None, lambda ref: None, lambda: False)
+
+
+def test_a_failed_tar_is_named_with_its_own_words(layout, tmp_path, monkeypatch):
+    """tar of the layout fails (a read error) while docker load, fed a short stream,
+    exits 0: the message is tar's, never docker load's success line."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "tar").write_text("#!/bin/sh\necho 'tar: ./blobs/sha256/x: Read error' >&2\nexit 2\n")
+    (bin_dir / "tar").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    b = _stand_in_client(tmp_path, "Loaded image ID: sha256:caab4bf0", 0)
+    with pytest.raises(BuildError, match=r"^reading the build's OCI layout failed \(tar exit 2: "
+                       r"tar: ./blobs/sha256/x: Read error; docker load exit 0\)"):
+        load_layout(b, layout, tmp_path / "load.log", None, lambda ref: None, lambda: True)
+    assert "Read error" in (tmp_path / "load.log").read_text()

@@ -143,11 +143,15 @@ def test_an_unreadable_record_is_set_aside_and_said(tmp_path):
     assert "unreadable" in said[0] and engine._load() == {"r/x:1": "sha256:old"}
 
 
-def _pending_record(state: Path, before: dict, moves: list) -> Path:
-    """A dead run's record, as ``begin`` writes it before the first move."""
+def _pending_record(state: Path, before: dict, moves: list, begun: int | None = None) -> Path:
+    """A dead run's record, as ``begin`` writes it, with progress marks for the first
+    ``begun`` names (default: every name) as ``apply_tags`` makes them before each move."""
     _, pending = tagrecovery._paths(state, ENGINE_KEY)
     pending.parent.mkdir(parents=True, exist_ok=True)
-    tagrecovery.begin(pending, moves, before)
+    progress = tagrecovery.begin(pending, moves, before)
+    for i in range(len(moves) if begun is None else begun):
+        progress.mark(i)
+    progress.close()
     return pending
 
 
@@ -294,3 +298,99 @@ def test_an_engine_that_stays_away_leaves_the_record_and_says_the_next_run_finis
     time.sleep(1.5)
     tagrecovery.recover_now(engine, tmp_path, ENGINE_KEY, lambda s: None)
     assert engine._load() == {"r/x:1.0": "sha256:old", "r/x:1": "sha256:old"}
+
+
+def test_a_name_the_dead_run_never_began_to_move_is_left_as_found(tmp_path):
+    """The run died after moving r/x:1.0, before it began r/x:1; then somebody removed
+    r/x:1 (docker rmi): recovery puts r/x:1.0 back and does not bring r/x:1 back."""
+    engine = FileEngine(tmp_path / "names.json")
+    engine._save({"r/x:1.0": "sha256:new"})
+    pending = _pending_record(tmp_path, {"r/x:1.0": "sha256:old", "r/x:1": "sha256:old"},
+                              [("r/x:1.0", "sha256:new"), ("r/x:1", "sha256:new")], begun=1)
+    said: list[str] = []
+    assert tagrecovery.recover_now(engine, tmp_path, ENGINE_KEY, said.append) == ["r/x:1.0"]
+    assert engine._load() == {"r/x:1.0": "sha256:old"}
+    assert "1 of 1 name(s) put back" in said[-1]
+    assert not pending.exists() and not pending.with_suffix(".progress").exists()
+
+
+def test_a_record_without_progress_counts_every_name_as_begun(tmp_path):
+    """A record of a version before progress marks: every name is settled as before."""
+    engine = FileEngine(tmp_path / "names.json")
+    engine._save({"r/x:1.0": "sha256:new"})
+    pending = _pending_record(tmp_path, {"r/x:1.0": "sha256:old", "r/x:1": "sha256:old"},
+                              [("r/x:1.0", "sha256:new"), ("r/x:1", "sha256:new")])
+    pending.with_suffix(".progress").unlink()
+    tagrecovery.recover_now(engine, tmp_path, ENGINE_KEY, lambda s: None)
+    assert engine._load() == {"r/x:1.0": "sha256:old", "r/x:1": "sha256:old"}
+
+
+def test_an_interrupted_phase_with_the_engine_away_does_not_say_it_waits(tmp_path):
+    """Ctrl-C (held) during the phase, and the engine gone as the names go back: no wait
+    (the user asked to stop), no claim of one, the cause names both; the record stays."""
+    import signal as sig
+
+    engine = ReturningEngine(tmp_path / "names.json")
+    engine._save({"r/x:1.0": "sha256:old", "r/x:1": "sha256:old"})
+    real_tag = engine.tag
+
+    def tag(image_id: str, ref: str) -> None:
+        real_tag(image_id, ref)
+        if ref == "r/x:1.0":
+            os.kill(os.getpid(), sig.SIGINT)  # held by apply_tags
+            engine.back_at = time.monotonic() + 1.0
+
+    engine.tag = tag  # type: ignore[method-assign]
+    said: list[str] = []
+    journal = TagJournal()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        apply_tags(engine, [("r/x:1.0", "sha256:new"), ("r/x:1", "sha256:new")], journal, 1,
+                   said.append, (tmp_path, ENGINE_KEY))
+    assert time.monotonic() - t0 < 0.9 and not any("waiting" in s for s in said), said
+    assert journal.state == "partial" and journal.cause == "interrupted, and the Docker engine did not answer"
+    time.sleep(1.0)
+    engine.tag = real_tag  # type: ignore[method-assign]
+    tagrecovery.recover_now(engine, tmp_path, ENGINE_KEY, lambda s: None)
+    assert engine._load() == {"r/x:1.0": "sha256:old", "r/x:1": "sha256:old"}
+
+
+class HungEngine(FileEngine):
+    """Answers nothing once ``hung`` (each call times out after CALL_S, as requests'
+    ReadTimeout after the client's timeout)."""
+
+    CALL_S = 0.3
+    hung = False
+    calls = 0  # calls made while hung
+
+    def _maybe(self) -> None:
+        if self.hung:
+            self.calls += 1
+            time.sleep(self.CALL_S)
+            raise ConnectionError("Read timed out.")
+
+    def image_id(self, ref: str) -> str | None:
+        self._maybe()
+        return super().image_id(ref)
+
+    def tag(self, image_id: str, ref: str) -> None:
+        self._maybe()
+        super().tag(image_id, ref)
+        if ref == "r/x:3":
+            self.hung = True
+
+
+def test_the_wait_for_a_hung_engine_is_bounded_call_by_call(tmp_path, monkeypatch):
+    """An engine that takes each call to its timeout: the wait stops at ENGINE_RETURN_S
+    plus at most one call, not after every name's calls."""
+    monkeypatch.setattr("stagecraft.tagging.ENGINE_RETURN_S", 0.5)
+    engine = HungEngine(tmp_path / "names.json")
+    names = [f"r/x:{i}" for i in range(1, 7)]
+    engine._save({n: "sha256:old" for n in names})
+    with pytest.raises(BuildError):
+        apply_tags(engine, [(n, "sha256:new") for n in names], TagJournal(), 1, lambda s: None,
+                   (tmp_path, ENGINE_KEY))
+    # r/x:4's move timed out; one pass puts back r/x:4..1 (4 calls, 1.2 s, past the
+    # 0.5 s wait): no second pass starts. (Before, the deadline was read only between
+    # passes: 4 more calls, each up to the client's timeout, signals held.)
+    assert engine.calls == 1 + 4
