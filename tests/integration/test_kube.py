@@ -180,6 +180,18 @@ def test_kube_play_runs_the_probes_of_the_manifest(played: tuple[str, dict[str, 
         f"no restart into the CPU fallback after {probe['failureThreshold']} failures: {starts}; health "
         f"{_health(name, env)}")
     again = rootless.podman("healthcheck", "run", name, env=env, check=False)
+    if again.returncode == 125 and "is not running" in again.stderr:
+        # The same race, lost later (seen once, in a CI run under load): the restarted
+        # container started (its line is above) and the pod's exit policy, acting on the
+        # stop before the restart, then stopped the pod. Start the pod, as the kubelet would
+        # keep it, and check the start that follows (CPU again: NVML still fails).
+        rootless.podman("pod", "start", _pod()["metadata"]["name"], env=env)
+        deadline = time.monotonic() + 60
+        while logs.count("stagecraft: cpu") < 2 and time.monotonic() < deadline:
+            time.sleep(1)
+            cp = rootless.podman("logs", name, env=env, check=False)
+            logs = cp.stdout + cp.stderr
+        again = rootless.podman("healthcheck", "run", name, env=env, check=False)
     health = _health(name, env)
     assert again.returncode == 0 and health["Status"] == "healthy", (again.stdout + again.stderr, health)
     assert health["Log"][-1]["Output"].strip().startswith("healthy: cpu"), health
