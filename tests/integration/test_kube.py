@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -117,6 +117,20 @@ def _health(name: str, env: dict[str, str]) -> dict:
     return json.loads(out)
 
 
+def _logs_until(name: str, env: dict[str, str], done: Callable[[str], bool], seconds: float = 60) -> str:
+    """The container's log (every start's, as Podman keeps them) once ``done(log)``, or
+    at ``seconds``."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while True:
+        cp = rootless.podman("logs", name, env=env, check=False)
+        logs = cp.stdout + cp.stderr
+        if done(logs) or time.monotonic() >= deadline:
+            return logs
+        time.sleep(1)
+
+
 def test_kube_play_runs_the_probes_of_the_manifest(played: tuple[str, dict[str, str]], node: dict[str, Path]) -> None:
     """The livenessProbe of the README's manifest becomes the container's health check;
     fired, it is healthy on the stand-in A100 and, once NVML answers "Unknown Error"
@@ -135,12 +149,7 @@ def test_kube_play_runs_the_probes_of_the_manifest(played: tuple[str, dict[str, 
         probe["initialDelaySeconds"] * 10**9), hc
     assert attrs["Config"]["User"] == "54321:0" and attrs["HostConfig"]["ReadonlyRootfs"], (
         attrs["Config"]["User"], attrs["HostConfig"]["ReadonlyRootfs"])
-    deadline = time.monotonic() + 60
-    logs = ""
-    while "stagecraft: " not in logs and time.monotonic() < deadline:
-        cp = rootless.podman("logs", name, env=env, check=False)
-        logs = cp.stdout + cp.stderr
-        time.sleep(1)
+    logs = _logs_until(name, env, lambda text: "stagecraft: " in text)
     assert "stagecraft: cuda (1x NVIDIA A100" in logs, logs[-2000:]
 
     ok = rootless.podman("healthcheck", "run", name, env=env, check=False)
@@ -170,11 +179,7 @@ def test_kube_play_runs_the_probes_of_the_manifest(played: tuple[str, dict[str, 
     # Podman 4.3 restarts the container once failureThreshold failures are counted (the
     # Pod's restartPolicy: Always), as the kubelet would; its entrypoint probes again, finds
     # NVML failing and falls back to a CPU kernel set; the probe is then healthy again.
-    deadline = time.monotonic() + 60
-    while logs.count("stagecraft: ") < 2 and time.monotonic() < deadline:
-        time.sleep(1)
-        cp = rootless.podman("logs", name, env=env, check=False)
-        logs = cp.stdout + cp.stderr
+    logs = _logs_until(name, env, lambda text: text.count("stagecraft: ") >= 2)
     starts = [ln for ln in logs.splitlines() if ln.startswith("stagecraft: ")]
     assert len(starts) == 2 and starts[1].startswith("stagecraft: cpu") and "NVML error 999" in starts[1], (
         f"no restart into the CPU fallback after {probe['failureThreshold']} failures: {starts}; health "
@@ -186,11 +191,7 @@ def test_kube_play_runs_the_probes_of_the_manifest(played: tuple[str, dict[str, 
         # stop before the restart, then stopped the pod. Start the pod, as the kubelet would
         # keep it, and check the start that follows (CPU again: NVML still fails).
         rootless.podman("pod", "start", _pod()["metadata"]["name"], env=env)
-        deadline = time.monotonic() + 60
-        while logs.count("stagecraft: cpu") < 2 and time.monotonic() < deadline:
-            time.sleep(1)
-            cp = rootless.podman("logs", name, env=env, check=False)
-            logs = cp.stdout + cp.stderr
+        logs = _logs_until(name, env, lambda text: text.count("stagecraft: cpu") >= 2)
         again = rootless.podman("healthcheck", "run", name, env=env, check=False)
     health = _health(name, env)
     assert again.returncode == 0 and health["Status"] == "healthy", (again.stdout + again.stderr, health)
