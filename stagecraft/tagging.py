@@ -145,7 +145,7 @@ def apply_tags(engine: TagEngine, moves: list[tuple[str, str]], journal: TagJour
             try:
                 progress = tagrecovery.begin(record, moves, before)
             except OSError as exc:
-                raise BuildError(f"tagging not started: cannot write {record} "
+                raise BuildError(f"tagging not started: cannot write {exc.filename or record} "
                                  f"({exc.strerror or exc}); no tag was moved") from None
         attempted: list[str] = []
         error: Exception | None = None

@@ -17,6 +17,7 @@ info``): a state directory used with two engines keeps a record per engine.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import os
@@ -98,8 +99,17 @@ class Progress:
     had begun moving it; any other missing name was removed by someone, and stays so."""
 
     def __init__(self, path: Path):
+        """Open (make, or empty a regular file of ours at) ``path``. Raises ``OSError``
+        for anything else there: a FIFO is not waited on (O_NONBLOCK), a symlink not
+        followed, a directory or device refused."""
         self.path = path
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        self.fd = -1
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(errno.EEXIST, "not a regular file", str(path))
+        os.ftruncate(fd, 0)
+        self.fd = fd
 
     def mark(self, index: int) -> None:
         """Name ``index`` is about to move. Raises ``OSError`` (a full disk)."""

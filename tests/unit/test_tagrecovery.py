@@ -394,3 +394,20 @@ def test_the_wait_for_a_hung_engine_is_bounded_call_by_call(tmp_path, monkeypatc
     # 0.5 s wait): no second pass starts. (Before, the deadline was read only between
     # passes: 4 more calls, each up to the client's timeout, signals held.)
     assert engine.calls == 1 + 4
+
+
+def test_a_fifo_at_the_progress_path_is_refused_before_any_name_moves(tmp_path):
+    """Something other than a file of ours where the progress goes: no wait on a FIFO,
+    no name moved, the FIFO left."""
+    import stat
+
+    engine = FileEngine(tmp_path / "names.json")
+    engine._save({"r/x:1": "sha256:old"})
+    _, pending = tagrecovery._paths(tmp_path, ENGINE_KEY)
+    pending.parent.mkdir(parents=True)
+    os.mkfifo(pending.with_suffix(".progress"))
+    with pytest.raises(BuildError, match=r"tagging not started: cannot write .*\.progress \(.*\); no tag was moved"):
+        apply_tags(engine, [("r/x:1", "sha256:new")], TagJournal(), 1, lambda s: None,
+                   (tmp_path, ENGINE_KEY))
+    assert engine._load() == {"r/x:1": "sha256:old"}
+    assert stat.S_ISFIFO(os.lstat(pending.with_suffix(".progress")).st_mode) and not pending.exists()
