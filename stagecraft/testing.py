@@ -31,6 +31,20 @@ from .model import Matrix
 from .platforms import host_platform
 from .render import MANIFEST_PATH, image_manifest
 
+# The directory that holds this stagecraft package. The suites import it (tests/image
+# reads the platform table), and they run with the project's root as their directory,
+# which for a project of its own is not this checkout.
+PACKAGE_HOME = Path(__file__).resolve().parent.parent
+
+
+def suite_environ(environ: dict[str, str]) -> dict[str, str]:
+    """The suites' environment: ``environ`` with ``PACKAGE_HOME`` first on PYTHONPATH, so
+    they import the stagecraft that runs them, not another checkout's editable install
+    (or none, when the project lies outside this checkout)."""
+    rest = [p for p in environ.get("PYTHONPATH", "").split(os.pathsep)
+            if p and p != str(PACKAGE_HOME)]
+    return {**environ, "PYTHONPATH": os.pathsep.join([str(PACKAGE_HOME), *rest])}
+
 
 @dataclass
 class TestResult:
@@ -212,7 +226,8 @@ def run_suites(engine: Engine, matrix: Matrix, spec: ImageSpec, ref: str,
                 f"--rootdir={matrix.root}", f"--hosts=docker://{container.id}",
                 f"--stagecraft-spec={spec_file}", f"--junitxml={junit}",
                 *(extra_args or []), *suites]
-        proc = subprocess.run(argv, cwd=matrix.root, capture_output=True, text=True)
+        proc = subprocess.run(argv, cwd=matrix.root, env=suite_environ(os.environ),
+                              capture_output=True, text=True)
         lost = "" if proc.returncode == 0 else _container_lost(container)
     finally:
         container.remove(force=True)
