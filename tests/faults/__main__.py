@@ -64,12 +64,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"faults: seed {seed}, {args.faults} trial(s) of {', '.join(kinds)}", flush=True)
     rng = random.Random(seed)
     rig = Rig(args.work)
+    t_up = time.monotonic()
     rig.up()
     outcomes: list[dict] = []
     t_end = time.monotonic() + args.minutes * 60 if args.minutes else None
     try:
+        t_cal = time.monotonic()
         cal = calibrate(rig)
-        print(f"faults: undisturbed runs: {', '.join(f'{k} {v:.1f}s' for k, v in cal.items())}", flush=True)
+        print(f"faults: undisturbed runs: {', '.join(f'{k} {v:.1f}s' for k, v in cal.items())} "
+              f"(set-up {t_cal - t_up:.0f}s, calibration {time.monotonic() - t_cal:.0f}s)", flush=True)
         with open(args.out, "a") as out:
             for i in range(args.faults):
                 if t_end and time.monotonic() > t_end:

@@ -9,11 +9,12 @@ the same address. Each request is forwarded with ``Connection: close`` (one requ
 connection), so the proxy sees every request line without parsing HTTP framing.
 
 The control file (JSON, rewritten whole by the suite, read at each request) holds
-``{"mode": "pass" | "error" | "hang" | "cut", "match": REGEX, "times": N, "seconds": S,
-"bytes": B}``: a request whose line matches ``match`` meets the fault, ``times`` times at
-most (then it passes; the count is kept per control file content), ``hang`` holds it
-``seconds`` then closes, ``cut`` forwards ``bytes`` of its body and closes both sides.
-Every fault met is appended to ``CONTROL.log`` (one line each).
+``{"mode": "pass" | "watch" | "error" | "hang" | "cut", "match": REGEX, "times": N, "seconds":
+S, "bytes": B}``: a request whose line matches ``match`` meets the fault, ``times`` times
+at most (then it passes; the count is kept per control file content), ``watch`` forwards
+it as ``pass`` does (the suite waits for its log line to strike at that instant),
+``hang`` holds it ``seconds`` then closes, ``cut`` forwards ``bytes`` of its body and
+closes both sides. Every fault met is appended to ``CONTROL.log`` (one line each).
 """
 
 from __future__ import annotations
@@ -98,15 +99,17 @@ def _serve(conn: socket.socket, upstream: tuple[str, int], control: Path) -> Non
             if hit:
                 with open(f"{control}.log", "a") as log:
                     log.write(f"{time.time():.3f} {mode} {line}\n")
-                if mode == "error":
+                if mode == "watch":
+                    pass  # forwarded below, as any request
+                elif mode == "error":
                     body = b'{"errors":[{"code":"UNKNOWN","message":"injected fault"}]}'
                     conn.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
                                  b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
                     return
-                if mode == "hang":
+                elif mode == "hang":
                     time.sleep(float(ctl.get("seconds", 30)))
                     return
-                if mode == "cut":  # some of the body, at most 10 s of it, then both sides closed
+                elif mode == "cut":  # some of the body, at most 10 s of it, then both sides closed
                     with socket.create_connection(upstream, timeout=30) as up:
                         up.sendall(_close_header(head) + rest[: int(ctl.get("bytes", 0))])
                         left = int(ctl.get("bytes", 0)) - len(rest)

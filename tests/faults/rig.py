@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -259,6 +260,24 @@ class Rig:
             time.sleep(0.002)
         return None
 
+    def proxy_log_size(self) -> int:
+        """Bytes of the proxy's log of faults met (``CONTROL.log``) so far."""
+        try:
+            return Path(f"{self.control}.log").stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def wait_proxy_log(self, proc: subprocess.Popen, since: int, timeout: float) -> float | None:
+        """Wait until the proxy logged a request past byte ``since`` of its log (in
+        ``watch`` mode: the first matching request, forwarded); returns the seconds
+        waited, or None when ``proc`` ended or ``timeout`` s passed first."""
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout and proc.poll() is None:
+            if self.proxy_log_size() > since:
+                return time.monotonic() - t0
+            time.sleep(0.002)
+        return None
+
     def start(self, argv: list[str]) -> tuple[subprocess.Popen, Run, float]:
         """Start ``argv`` in a session of its own with default signal dispositions."""
         proc = subprocess.Popen(with_default_signals(argv), cwd=self.project, env=self.environ(),
@@ -281,6 +300,37 @@ class Rig:
     def run(self, *args: str, timeout: float = 900) -> Run:
         """``build.py ARGS`` to its end."""
         return self.finish(*self.start(self.argv(*args)), timeout=timeout)
+
+    def run_marked(self, *args: str, mark: str, timeout: float = 900) -> tuple[Run, float | None]:
+        """``build.py ARGS`` to its end, reading its stderr as it comes; also the seconds
+        after the start at which a line beginning with ``mark`` (leading spaces aside)
+        first came, or None when none did. Past ``timeout`` s its group is killed."""
+        proc, run, t0 = self.start(self.argv(*args))
+        seen: list[float] = []
+        err: list[str] = []
+        out: list[str] = []
+
+        def read_err() -> None:
+            for line in proc.stderr:
+                if not seen and line.lstrip().startswith(mark):
+                    seen.append(time.monotonic() - t0)
+                err.append(line)
+
+        readers = [threading.Thread(target=read_err, daemon=True),
+                   threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)]
+        for r in readers:
+            r.start()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            run.signalled = "timeout"
+        for r in readers:
+            r.join(timeout=30)
+        run.out, run.err = "".join(out), "".join(err)
+        run.rc, run.seconds = proc.returncode, time.monotonic() - t0
+        return run, (seen[0] if seen else None)
 
     # -- what the engine, the state directory and the registry hold ----------------
     def names(self) -> dict[str, str | None]:

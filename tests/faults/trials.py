@@ -10,8 +10,9 @@ The five kinds (issue 24), each with its variants chosen at random per trial:
   push step), or in one trial of four as the tag phase begins.
 - ``engine``: the engine's container killed (SIGKILL) mid-build or mid-push, or in one
   trial of four as the tag phase begins, and started again after 0 to 3 s.
-- ``registry``: the registry killed mid-upload and started again; or, through the
-  proxy, blob uploads answered HTTP 500 (a few times: transient; every time: down),
+- ``registry``: the registry killed at an instant of the push, or just after the
+  push's first blob upload request went through the proxy, and started again; or,
+  through the proxy, blob uploads answered HTTP 500 (a few times: transient; every time: down),
   held unanswered (hung) for 5 to 40 s, or cut after some bytes.
 - ``disk``: the state directory's or the engine's data root's file system filled so
   that 0 to 2 MB (state) or 0 to 400 MB (engine) stay free, before a ``--test`` build.
@@ -89,17 +90,20 @@ def command(tag: str, push: bool, rig: Rig, json_out: bool = False, test: bool =
 
 def calibrate(rig: Rig) -> dict[str, float]:
     """Seconds of an undisturbed run of each command shape on fresh content (the range
-    over which instants are drawn); raises AssertionError when one fails."""
+    over which instants are drawn); raises AssertionError when one fails. Two runs after
+    the warm-up: ``build`` (no tests), and ``push``, whose tests end where its first push
+    line comes: that instant is the ``test`` shape's span (its tag phase, a few names,
+    goes with the push's share)."""
     rig.change()
-    warm = rig.run(*command(next(iter(TAGS)), False, rig))  # the base, once per engine
+    warm = rig.run(*command(next(iter(TAGS)), False, rig, test=False))  # the base, once per engine
     assert warm.rc == 0, f"warm-up run failed:\n{warm.err[-3000:]}"
-    out = {}
-    for shape, push, test in (("build", False, False), ("test", False, True), ("push", True, True)):
-        rig.change()
-        run = rig.run(*command(next(iter(TAGS)), push, rig, test=test))
-        assert run.rc == 0, f"calibration run failed:\n{run.err[-3000:]}"
-        out[shape] = run.seconds
-    return out
+    rig.change()
+    build = rig.run(*command(next(iter(TAGS)), False, rig, test=False))
+    assert build.rc == 0, f"calibration run (build) failed:\n{build.err[-3000:]}"
+    rig.change()
+    push, tested = rig.run_marked(*command(next(iter(TAGS)), True, rig), mark="pushing ")
+    assert push.rc == 0 and tested, f"calibration run (push) failed or pushed nothing:\n{push.err[-3000:]}"
+    return {"build": build.seconds, "test": tested, "push": push.seconds}
 
 
 def _wait_then(proc: subprocess.Popen, delay: float) -> bool:
@@ -157,7 +161,7 @@ def _engine(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test:
 
 
 def _registry(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test: bool) -> Injected:
-    variant = rng.choice(["kill", "500-transient", "500-down", "hang", "cut"])
+    variant = rng.choice(["kill", "kill at upload", "500-transient", "500-down", "hang", "cut"])
     # The image is built and tested first (untimed), so the fault meets the push.
     pre = rig.run(*command(tag, False, rig))
     if pre.rc != 0:
@@ -165,11 +169,22 @@ def _registry(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, tes
     instant = rng.uniform(0, max(cal["push"] - cal["test"], 2.0)) if variant == "kill" else 0.0
     proxy = {"500-transient": ("error", {"times": rng.randint(1, 3)}), "500-down": ("error", {}),
              "hang": ("hang", {"seconds": rng.uniform(5, 20), "times": 1}),
-             "cut": ("cut", {"bytes": rng.randint(0, 4 * 1024 * 1024), "times": rng.randint(1, 3)})}
+             "cut": ("cut", {"bytes": rng.randint(0, 4 * 1024 * 1024), "times": rng.randint(1, 3)}),
+             # the first blob upload request is forwarded and logged: the kill follows it
+             "kill at upload": ("watch", {"times": 1})}
     if variant in proxy:
         rig.set_proxy(proxy[variant][0], **proxy[variant][1])
+    logged = rig.proxy_log_size()
     proc, run, t0 = rig.start(rig.argv("push", "--tag", tag, "--registry", rig.push_to))
-    if variant == "kill" and _wait_then(proc, instant):
+    if variant == "kill":
+        hit = _wait_then(proc, instant)
+    elif variant == "kill at upload":  # 0 to 50 ms after the upload began: amid its requests
+        waited = rig.wait_proxy_log(proc, logged, 900)
+        hit = waited is not None and _wait_then(proc, rng.uniform(0, 0.05))
+        instant = time.monotonic() - t0
+    else:
+        hit = False
+    if hit:
         rig.registry.kill()
         run.signalled = "registry"
         time.sleep(rng.uniform(0, 3))
