@@ -38,9 +38,13 @@ PACKAGE_HOME = Path(__file__).resolve().parent.parent
 
 
 def suite_environ(environ: dict[str, str]) -> dict[str, str]:
-    """The suites' environment: ``environ`` with ``PACKAGE_HOME`` first on PYTHONPATH, so
-    they import the stagecraft that runs them, not another checkout's editable install
-    (or none, when the project lies outside this checkout)."""
+    """The suites' environment: ``environ`` with ``PACKAGE_HOME`` first on PYTHONPATH
+    where it is a checkout (it holds build.py), so they import the stagecraft that runs
+    them, not another checkout's editable install (or none, when the project lies
+    outside this checkout). An installed stagecraft (site-packages) is left as it is:
+    put on PYTHONPATH, site-packages would come before the standard library."""
+    if not (PACKAGE_HOME / "build.py").is_file():
+        return dict(environ)
     rest = [p for p in environ.get("PYTHONPATH", "").split(os.pathsep)
             if p and p != str(PACKAGE_HOME)]
     return {**environ, "PYTHONPATH": os.pathsep.join([str(PACKAGE_HOME), *rest])}

@@ -9,12 +9,14 @@ the same address. Each request is forwarded with ``Connection: close`` (one requ
 connection), so the proxy sees every request line without parsing HTTP framing.
 
 The control file (JSON, rewritten whole by the suite, read at each request) holds
-``{"mode": "pass" | "watch" | "error" | "hang" | "cut", "match": REGEX, "times": N, "seconds":
+``{"mode": "pass" | "hold" | "error" | "hang" | "cut", "match": REGEX, "times": N, "seconds":
 S, "bytes": B}``: a request whose line matches ``match`` meets the fault, ``times`` times
-at most (then it passes; the count is kept per control file content), ``watch`` forwards
-it as ``pass`` does (the suite waits for its log line to strike at that instant),
-``hang`` holds it ``seconds`` then closes, ``cut`` forwards ``bytes`` of its body and
-closes both sides. Every fault met is appended to ``CONTROL.log`` (one line each).
+at most (then it passes; the count is kept per control file content), ``hold`` keeps it
+unforwarded until the control file changes (at most ``seconds``), then forwards it as
+``pass`` does (the suite kills the registry meanwhile: the upload is certain to be under
+way), ``hang`` holds it ``seconds`` then closes, ``cut`` forwards ``bytes`` of its body
+and closes both sides. Every fault met is appended to ``CONTROL.log`` (one line each),
+before it acts.
 """
 
 from __future__ import annotations
@@ -99,8 +101,10 @@ def _serve(conn: socket.socket, upstream: tuple[str, int], control: Path) -> Non
             if hit:
                 with open(f"{control}.log", "a") as log:
                     log.write(f"{time.time():.3f} {mode} {line}\n")
-                if mode == "watch":
-                    pass  # forwarded below, as any request
+                if mode == "hold":  # until the suite rewrites the control file, then on
+                    until = time.monotonic() + float(ctl.get("seconds", 30))
+                    while _control(control)[1] == raw and time.monotonic() < until:
+                        time.sleep(0.01)
                 elif mode == "error":
                     body = b'{"errors":[{"code":"UNKNOWN","message":"injected fault"}]}'
                     conn.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"

@@ -15,6 +15,9 @@ registry and a proxy in front of it; and how it looks at them.
 - **The registry** is Debian's ``docker-registry`` in the engine's container; the
   engine pushes to it through ``tests/faults/proxy.py`` (run in the engine's network
   namespace by ``nsenter``), whose faults the control file sets.
+- **The signing key** is a cosign key pair of the suite's (``signing_key``): every run
+  signs its test records and every push signs, attests and attaches what it pushed
+  (stagecraft/signing.py), so faults meet those steps too, and a pushed tag must verify.
 
 Everything is made on first use and reused by the next suite run; ``teardown`` removes
 the containers and names a run made, never the engine's data.
@@ -38,7 +41,7 @@ from pathlib import Path
 import docker
 import requests
 
-from stagecraft import statefile
+from stagecraft import statefile, tools
 from tests.integration import engines
 from tests.integration.harness import ROOT, six_project, with_default_signals
 from tests.integration.registryproc import ACCEPT, Registry
@@ -54,6 +57,7 @@ STATE_BYTES = 256 * 1024**2
 REPOSITORY = "stagecraft-faults/six"
 TAGS = {"1.16.0-cpu": "1.16.0", "1.17.0-cpu": "1.17.0"}  # tag -> alias
 TEST_LABEL = "io.stagecraft.test"
+SIGNING_PASSWORD = "stagecraft-faults"  # the suite's own throwaway key pair's password
 # The runtime stage's suite line, left out of the suite's project: its images are tested
 # with the base suite alone (10 checks, about 3 s), as a test phase in the faults' way
 # needs a real suite, container and record, not the runtime suite's pip installs (14 of
@@ -103,6 +107,20 @@ def start_engine() -> engines.TestEngine:
         host.volumes.create(vol, driver="local", labels={"io.stagecraft.engine": NAME},
                             driver_opts={"type": "none", "o": "bind", "device": str(mnt)})
     return engines.modern(NAME)
+
+
+def signing_key() -> tuple[dict[str, str], Path]:
+    """The suite's cosign key pair (``DISK_DIR/signer/cosign.key`` and ``.pub``, made on
+    first use) and the cosign and oras it uses (``stagecraft.tools.ensure`` under
+    ``DISK_DIR``: fetched once per machine). Raises BuildError when they cannot be fetched."""
+    kit = tools.ensure(DISK_DIR)
+    signer = DISK_DIR / "signer"
+    if not (signer / "cosign.pub").is_file():
+        shutil.rmtree(signer, ignore_errors=True)
+        signer.mkdir(parents=True)
+        subprocess.run([kit["cosign"], "generate-key-pair"], cwd=signer, check=True, capture_output=True,
+                       env={**os.environ, "COSIGN_PASSWORD": SIGNING_PASSWORD}, timeout=120)
+    return kit, signer / "cosign.key"
 
 
 def kill_engine(init_pid: int = 0) -> None:
@@ -169,6 +187,7 @@ class Rig:
         state file system, start the registry and its proxy."""
         self.engine = start_engine()
         self.client = self.engine.client()
+        self.signing = signing_key()
         if (self.project / "matrix.yaml").is_file():  # an earlier suite run's: maybe older code
             shutil.rmtree(self.project)
         self.project.mkdir(parents=True, exist_ok=True)
@@ -226,8 +245,16 @@ class Rig:
             return True
 
     def down(self) -> None:
-        """Stop the proxy and the registry, unmount the state file system (its content
-        goes); the engine and its data stay for the next suite run."""
+        """Stop the proxy and the registry, remove the names ``push`` gave images for
+        this run's registry (``ADDRESS:PORT/...``: the next suite run's registry has
+        another port, and these names would keep old stages from ``prune``), unmount the
+        state file system (its content goes); the engine and its data stay."""
+        try:
+            for name in [t for img in self.client.images.list() for t in img.tags
+                         if t.startswith(f"{self.push_to}/")]:
+                self.client.images.remove(name, noprune=True)
+        except (docker.errors.DockerException, requests.RequestException, AttributeError):
+            pass  # an engine gone (AttributeError: never started): the next run's tidy
         if self.proxy is not None:
             self.proxy.kill()
             self.proxy.wait()
@@ -255,7 +282,18 @@ class Rig:
                 str(self.project / "matrix.yaml"), "--state-dir", str(self.state), *args[1:]]
 
     def environ(self) -> dict[str, str]:
-        return self.engine.environ({"TMPDIR": str(self.scratch), "PYTHONUNBUFFERED": "1"})
+        """A run's environment: this engine, the scratch directory, the signing key (every
+        test record signed, every push signed; the registry is plain HTTP)."""
+        kit, key = self.signing
+        return self.engine.environ({
+            "TMPDIR": str(self.scratch), "PYTHONUNBUFFERED": "1", "STAGECRAFT_COSIGN_KEY": str(key),
+            "COSIGN_PASSWORD": SIGNING_PASSWORD, "STAGECRAFT_INSECURE_REGISTRY": "1",
+            "STAGECRAFT_COSIGN": kit["cosign"], "STAGECRAFT_ORAS": kit["oras"]})
+
+    def verify(self, tag: str) -> Run:
+        """``build.py verify`` of ``tag`` as pushed (signature, SBOM, test record)."""
+        key = self.signing[1].with_suffix(".pub")
+        return self.run("verify", f"{self.push_to}/{REPOSITORY}:{tag}", "--key", str(key))
 
     def wait_tag_phase(self, proc: subprocess.Popen, timeout: float) -> float | None:
         """Wait until a run's tag phase has begun (its record ``tags/pending-*.json`` is
@@ -279,7 +317,7 @@ class Rig:
 
     def wait_proxy_log(self, proc: subprocess.Popen, since: int, timeout: float) -> float | None:
         """Wait until the proxy logged a request past byte ``since`` of its log (in
-        ``watch`` mode: the first matching request, forwarded); returns the seconds
+        ``hold`` mode: the first matching request, held); returns the seconds
         waited, or None when ``proc`` ended or ``timeout`` s passed first."""
         t0 = time.monotonic()
         while time.monotonic() - t0 < timeout and proc.poll() is None:
@@ -370,6 +408,18 @@ class Rig:
     def scratch_dirs(self) -> list[str]:
         """The runs' scratch directories (``<TMPDIR>/stagecraft-<uid>/run-*``, scratch.py)."""
         return sorted(str(p.relative_to(self.scratch)) for p in self.scratch.glob("stagecraft-*/run-*"))
+
+    def tidy(self) -> None:
+        """Remove what earlier trials left that nothing uses, before a trial looks: the
+        stage images no target of the plan uses (``build.py prune --yes``) and images
+        without a name. The engine's image list then stays short (the containerd image
+        store took 10 to 15 s to list 548 images, twice a trial, and more each trial).
+        Raises AssertionError when prune fails."""
+        argv = [sys.executable, str(ROOT / "build.py"), "prune", "--matrix", str(self.project / "matrix.yaml"),
+                "--yes"]
+        done = self.finish(*self.start(argv), timeout=600)
+        assert done.rc == 0, f"build.py prune failed ({done.rc}):\n{done.err[-2000:]}"
+        self.client.images.prune(filters={"dangling": True})
 
     def images(self) -> set[str]:
         """Every image id the engine holds (named or not)."""

@@ -10,10 +10,10 @@ The five kinds (issue 24), each with its variants chosen at random per trial:
   push step), or in one trial of four as the tag phase begins.
 - ``engine``: the engine's container killed (SIGKILL) mid-build or mid-push, or in one
   trial of four as the tag phase begins, and started again after 0 to 3 s.
-- ``registry``: the registry killed at an instant of the push, or just after the
-  push's first blob upload request went through the proxy, and started again; or,
-  through the proxy, blob uploads answered HTTP 500 (a few times: transient; every time: down),
-  held unanswered (hung) for 5 to 40 s, or cut after some bytes.
+- ``registry``: the registry killed at an instant of the push, or while the proxy holds
+  the push's first request carrying a blob's bytes (then forwarded to the registry
+  started again), and started again; or, through the proxy, blob uploads answered HTTP 500 (a few times: transient; every time: down),
+  held unanswered (hung) for 5 to 20 s, or cut after some bytes.
 - ``disk``: the state directory's or the engine's data root's file system filled so
   that 0 to 2 MB (state) or 0 to 400 MB (engine) stay free, before a ``--test`` build.
 - ``concurrent``: two ``--test`` builds at once on one engine and state directory, of
@@ -29,8 +29,8 @@ JSON file of the state directory is whole and no test record claims a pass it di
 have; the registry serves every blob its tags reference; the run that ended said why in
 its last line (a Python traceback never). After the recovery run (the same command, no
 fault): it exited 0 with no manual step, built no stage that was complete before (the
-base), its names point at its tested image, and no suite container or scratch
-directory is left.
+base), its names point at its tested image, what it pushed verifies (``build.py verify``:
+signature, SBOM, test record), and no suite container or scratch directory is left.
 """
 
 from __future__ import annotations
@@ -90,20 +90,26 @@ def command(tag: str, push: bool, rig: Rig, json_out: bool = False, test: bool =
 
 def calibrate(rig: Rig) -> dict[str, float]:
     """Seconds of an undisturbed run of each command shape on fresh content (the range
-    over which instants are drawn); raises AssertionError when one fails. Two runs after
-    the warm-up: ``build`` (no tests), and ``push``, whose tests end where its first push
-    line comes: that instant is the ``test`` shape's span (its tag phase, a few names,
-    goes with the push's share)."""
+    over which instants are drawn); raises AssertionError when one fails. After the
+    warm-up: ``build`` (no tests); ``push`` (``--test --push``), whose first push line
+    marks the end of its build, suites and tag phase: the ``test`` shape's span; and
+    ``push only`` (``push`` of an image built and tested just before, untimed), the span
+    of the registry kind's kill."""
+    first = next(iter(TAGS))
     rig.change()
-    warm = rig.run(*command(next(iter(TAGS)), False, rig, test=False))  # the base, once per engine
+    warm = rig.run(*command(first, False, rig, test=False))  # the base, once per engine
     assert warm.rc == 0, f"warm-up run failed:\n{warm.err[-3000:]}"
     rig.change()
-    build = rig.run(*command(next(iter(TAGS)), False, rig, test=False))
+    build = rig.run(*command(first, False, rig, test=False))
     assert build.rc == 0, f"calibration run (build) failed:\n{build.err[-3000:]}"
     rig.change()
-    push, tested = rig.run_marked(*command(next(iter(TAGS)), True, rig), mark="pushing ")
+    push, tested = rig.run_marked(*command(first, True, rig), mark="pushing ")
     assert push.rc == 0 and tested, f"calibration run (push) failed or pushed nothing:\n{push.err[-3000:]}"
-    return {"build": build.seconds, "test": tested, "push": push.seconds}
+    rig.change()
+    pre = rig.run(*command(first, False, rig))
+    alone = rig.run("push", "--tag", first, "--registry", rig.push_to)
+    assert pre.rc == 0 and alone.rc == 0, f"calibration run (push only) failed:\n{(pre.err + alone.err)[-3000:]}"
+    return {"build": build.seconds, "test": tested, "push": push.seconds, "push only": alone.seconds}
 
 
 def _wait_then(proc: subprocess.Popen, delay: float) -> bool:
@@ -161,34 +167,36 @@ def _engine(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test:
 
 
 def _registry(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test: bool) -> Injected:
-    variant = rng.choice(["kill", "kill at upload", "500-transient", "500-down", "hang", "cut"])
+    variant = rng.choice(["kill", "kill mid-upload", "500-transient", "500-down", "hang", "cut"])
+    down = rng.uniform(0, 3)  # drawn whether or not the kill strikes: the seed replays a run
     # The image is built and tested first (untimed), so the fault meets the push.
     pre = rig.run(*command(tag, False, rig))
     if pre.rc != 0:
         return f"{variant} (pre-build failed)", 0.0, [pre]
-    instant = rng.uniform(0, max(cal["push"] - cal["test"], 2.0)) if variant == "kill" else 0.0
+    instant = rng.uniform(0, cal["push only"] * 1.05) if variant == "kill" else 0.0
     proxy = {"500-transient": ("error", {"times": rng.randint(1, 3)}), "500-down": ("error", {}),
              "hang": ("hang", {"seconds": rng.uniform(5, 20), "times": 1}),
              "cut": ("cut", {"bytes": rng.randint(0, 4 * 1024 * 1024), "times": rng.randint(1, 3)}),
-             # the first blob upload request is forwarded and logged: the kill follows it
-             "kill at upload": ("watch", {"times": 1})}
+             # the first request that carries a blob's bytes is held while the registry dies
+             "kill mid-upload": ("hold", {"times": 1, "seconds": 30, "match": r"^(PATCH|PUT) .*/blobs/uploads/"})}
     if variant in proxy:
         rig.set_proxy(proxy[variant][0], **proxy[variant][1])
     logged = rig.proxy_log_size()
     proc, run, t0 = rig.start(rig.argv("push", "--tag", tag, "--registry", rig.push_to))
     if variant == "kill":
         hit = _wait_then(proc, instant)
-    elif variant == "kill at upload":  # 0 to 50 ms after the upload began: amid its requests
-        waited = rig.wait_proxy_log(proc, logged, 900)
-        hit = waited is not None and _wait_then(proc, rng.uniform(0, 0.05))
-        instant = time.monotonic() - t0
+    elif variant == "kill mid-upload":
+        hit = rig.wait_proxy_log(proc, logged, 900) is not None
     else:
         hit = False
     if hit:
+        instant = time.monotonic() - t0
         rig.registry.kill()
         run.signalled = "registry"
-        time.sleep(rng.uniform(0, 3))
+        time.sleep(down)
         rig.registry.start()
+    if variant == "kill mid-upload":
+        rig.set_proxy("pass")  # the held request goes on, to the registry started again
     done = rig.finish(proc, run, t0)
     rig.set_proxy("pass")
     return variant, instant, [done]
@@ -315,6 +323,7 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
     t0 = time.monotonic()
     tag = rng.choice(sorted(TAGS))
     test = kind == "registry" or rng.random() < 0.35
+    rig.tidy()
     rig.change()
     before = rig.names()
     images_before = rig.images()
@@ -355,6 +364,13 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
         rebuilt = [v.get("stage") for v in stages if v.get("stage") == "base" and v.get("status") == "built"]
         if rebuilt:  # only the runtime stage (and its label stage) had new content
             out.violations.append("recovery built the base stage again: a complete stage was not reused")
+    if push and out.recovery_rc == 0:  # what was pushed is signed and attested whole
+        for t in tags:
+            v = rig.verify(t)
+            if v.rc != 0:
+                said = [ln for ln in (v.out + v.err).splitlines() if ln.strip()]
+                out.violations.append(f"after recovery {t} does not verify (exit {v.rc}): "
+                                      f"{'; '.join(said[-3:])[:300]}")
     after = rig.names()
     for t in tags:
         img = after[f"{REPOSITORY}:{t}"]
