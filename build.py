@@ -8,11 +8,15 @@
 See `python build.py --help` and README.md.
 """
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+try:
+    from pathlib import Path
 
-from stagecraft.cli import main  # noqa: E402
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from stagecraft.cli import main
+except KeyboardInterrupt:  # Ctrl-C while stagecraft's modules load (about 0.2 s): nothing began
+    print("interrupted while starting: nothing was done", file=sys.stderr)
+    sys.exit(130)
 
 if __name__ == "__main__":
     sys.exit(main())

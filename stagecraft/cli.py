@@ -350,8 +350,12 @@ def _engine_gone(exc: BaseException, journal: TagJournal) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``build.py``; returns the exit status."""
-    args = _parse(sys.argv[1:] if argv is None else list(argv))
-    args.journal = TagJournal()  # what the run did to tags, whenever it ends
+    try:
+        args = _parse(sys.argv[1:] if argv is None else list(argv))
+        args.journal = TagJournal()  # what the run did to tags, whenever it ends
+    except KeyboardInterrupt:  # Ctrl-C while the command line is read: nothing began
+        print("interrupted while starting: nothing was done", file=sys.stderr)
+        return 130
     try:
         signal.signal(signal.SIGTERM, _terminate)  # a supervisor's stop is handled as Ctrl-C
     except ValueError:  # not the main thread (embedded use): leave signals alone
