@@ -19,4 +19,9 @@ except KeyboardInterrupt:  # Ctrl-C while stagecraft's modules load (about 0.2 s
     sys.exit(130)
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        status = main()
+    except KeyboardInterrupt:  # between the import and main's handler (microseconds), or a
+        print("interrupted", file=sys.stderr)  # second Ctrl-C while main reports the first
+        status = 130
+    sys.exit(status)

@@ -356,11 +356,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C while the command line is read: nothing began
         print("interrupted while starting: nothing was done", file=sys.stderr)
         return 130
-    try:
-        signal.signal(signal.SIGTERM, _terminate)  # a supervisor's stop is handled as Ctrl-C
-    except ValueError:  # not the main thread (embedded use): leave signals alone
-        pass
-    try:
+    try:  # the handler is set inside: a Ctrl-C meeting signal.signal's own check is handled
+        try:
+            signal.signal(signal.SIGTERM, _terminate)  # a supervisor's stop is handled as Ctrl-C
+        except ValueError:  # not the main thread (embedded use): leave signals alone
+            pass
         argcheck.check(args)  # every option and file, before any network, engine or write
         with run_scratch():  # every temporary file of the run, removed however it ends
             return args.run(args)

@@ -250,11 +250,14 @@ class Rig:
         another port, and these names would keep old stages from ``prune``), unmount the
         state file system (its content goes); the engine and its data stay."""
         try:
-            for name in [t for img in self.client.images.list() for t in img.tags
-                         if t.startswith(f"{self.push_to}/")]:
-                self.client.images.remove(name, noprune=True)
+            names = [t for img in self.client.images.list() for t in img.tags if t.startswith(f"{self.push_to}/")]
         except (docker.errors.DockerException, requests.RequestException, AttributeError):
-            pass  # an engine gone (AttributeError: never started): the next run's tidy
+            names = []  # an engine gone (AttributeError: never started): left to a later run
+        for name in names:
+            try:
+                self.client.images.remove(name, noprune=True)
+            except (docker.errors.DockerException, requests.RequestException):
+                pass  # one name the engine keeps (in use): the others still go
         if self.proxy is not None:
             self.proxy.kill()
             self.proxy.wait()
@@ -409,17 +412,22 @@ class Rig:
         """The runs' scratch directories (``<TMPDIR>/stagecraft-<uid>/run-*``, scratch.py)."""
         return sorted(str(p.relative_to(self.scratch)) for p in self.scratch.glob("stagecraft-*/run-*"))
 
-    def tidy(self) -> None:
-        """Remove what earlier trials left that nothing uses, before a trial looks: the
-        stage images no target of the plan uses (``build.py prune --yes``) and images
-        without a name. The engine's image list then stays short (the containerd image
-        store took 10 to 15 s to list 548 images, twice a trial, and more each trial).
-        Raises AssertionError when prune fails."""
+    def tidy(self) -> str:
+        """Remove what earlier trials left that nothing uses, before a trial looks: suite
+        containers (a trial that left one recorded it), the stage images no target of the
+        plan uses (``build.py prune --yes``) and images without a name. The engine's image
+        list then stays short (the containerd image store took 10 to 15 s to list 548
+        images, twice a trial, and more each trial). Returns "" or what failed, which the
+        trial records."""
+        for c in self.client.containers.list(all=True, filters={"label": TEST_LABEL}):
+            c.remove(force=True)
         argv = [sys.executable, str(ROOT / "build.py"), "prune", "--matrix", str(self.project / "matrix.yaml"),
                 "--yes"]
         done = self.finish(*self.start(argv), timeout=600)
-        assert done.rc == 0, f"build.py prune failed ({done.rc}):\n{done.err[-2000:]}"
+        if done.rc != 0:
+            return f"build.py prune exited {done.rc}: {done.last_line()[:200]}"
         self.client.images.prune(filters={"dangling": True})
+        return ""
 
     def images(self) -> set[str]:
         """Every image id the engine holds (named or not)."""

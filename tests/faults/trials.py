@@ -170,17 +170,17 @@ def _engine(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test:
 
 def _registry(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test: bool) -> Injected:
     variant = rng.choice(["kill", "kill mid-upload", "500-transient", "500-down", "hang", "cut"])
-    down = rng.uniform(0, 3)  # drawn whether or not the kill strikes: the seed replays a run
-    # The image is built and tested first (untimed), so the fault meets the push.
-    pre = rig.run(*command(tag, False, rig))
-    if pre.rc != 0:
-        return f"{variant} (pre-build failed)", 0.0, [pre]
+    down = rng.uniform(0, 3)  # every draw before any wait or early return: the seed replays a run
     instant = rng.uniform(0, cal["push only"] * 1.05) if variant == "kill" else 0.0
     proxy = {"500-transient": ("error", {"times": rng.randint(1, 3)}), "500-down": ("error", {}),
              "hang": ("hang", {"seconds": rng.uniform(5, 20), "times": 1}),
              "cut": ("cut", {"bytes": rng.randint(0, 4 * 1024 * 1024), "times": rng.randint(1, 3)}),
              # the first request that carries a blob's bytes is held while the registry dies
              "kill mid-upload": ("hold", {"times": 1, "seconds": 30, "match": r"^(PATCH|PUT) .*/blobs/uploads/"})}
+    # The image is built and tested first (untimed), so the fault meets the push.
+    pre = rig.run(*command(tag, False, rig))
+    if pre.rc != 0:
+        return f"{variant} (pre-build failed)", 0.0, [pre]
     if variant in proxy:
         rig.set_proxy(proxy[variant][0], **proxy[variant][1])
     logged = rig.proxy_log_size()
@@ -300,9 +300,11 @@ def check_state(rig: Rig, since: float = 0.0) -> list[str]:
 def interpreter_start(run: Run) -> bool:
     """Whether ``run`` met its SIGINT inside the Python interpreter's own start, before
     build.py's first line: CPython's KeyboardInterrupt traceback with no frame of this
-    checkout (Python installs its handler before it imports site and os; no program can
-    catch that). tests/unit/test_start_interrupt.py holds build.py to the rest."""
-    frames = [ln for ln in run.err.splitlines() if ln.startswith('  File "')]
+    checkout but build.py's line 0 (Python installs its handler before it imports site
+    and os, and the module's first bytecode checks for signals before any try; no
+    program can catch that). tests/unit/test_start_interrupt.py holds build.py to the rest."""
+    line_0 = f'  File "{ROOT / "build.py"}", line 0, in <module>'  # its first bytecode's check
+    frames = [ln for ln in run.err.splitlines() if ln.startswith('  File "') and ln != line_0]
     return (run.signalled == "INT" and run.err.rstrip().endswith("KeyboardInterrupt")
             and not any(str(ROOT) in ln for ln in frames))
 
@@ -337,7 +339,7 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
     t0 = time.monotonic()
     tag = rng.choice(sorted(TAGS))
     test = kind == "registry" or rng.random() < 0.35
-    rig.tidy()
+    untidy = rig.tidy()
     rig.change()
     before = rig.names()
     images_before = rig.images()
@@ -347,6 +349,8 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
     variant += "" if test or kind == "registry" else " (no --test)"
     out = Outcome(index, kind, variant, round(instant, 3), tag,
                   [r.rc for r in runs], [r.last_line()[:200] for r in runs])
+    if untidy:
+        out.violations.append(f"before the trial, {untidy}")
     timed = kind in ("signal", "engine") or variant.startswith("kill")
     out.struck = not timed or any(r.signalled for r in runs)
     if rig.engine_down():
