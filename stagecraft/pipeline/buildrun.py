@@ -97,8 +97,21 @@ def failure_line(report: BuildReport, tests: dict[str, Any], push: dict[str, Any
         if not t.passed:
             return f"failed: the suites of {tag} did not pass ({t.counts}); {names}"
     if push is not None:
-        return "failed: the push did not finish (above: which reference and why); run push again to resume"
+        return f"failed: {push_cause(push)}; run push again to resume"
     return ""  # only images skipped for an unreachable index: said above
+
+
+def push_cause(push: dict[str, Any]) -> str:
+    """The first cause of a push run that did not finish, from its manifest
+    (``RunManifest.to_json``): the run's own error (signing, an interrupted run), else
+    the first reference, tag before alias, that failed, with its error."""
+    if push.get("error"):
+        return str(push["error"])[:300]
+    for img in push.get("images") or []:
+        for ref in [img.get("push") or {}, *(img.get("aliases") or [])]:
+            if ref.get("status") != "pushed" and ref.get("error"):
+                return f"{ref.get('ref', '?')}: {str(ref['error'])[:300]}"
+    return "the push did not finish (above: which reference and why)"
 
 
 def check_input(ctx: RunContext) -> BuildInput:

@@ -26,6 +26,20 @@ def test_failed_suites_then_an_unfinished_push_then_nothing():
     assert failure_line(report, {"a": t}, None) == (
         "failed: the suites of a did not pass ({'failed': 6, 'passed': 19}); no name of it was moved")
     assert failure_line(report, {}, {"ok": False}).startswith("failed: the push did not finish")
+
+
+def test_a_push_that_failed_ends_on_its_first_cause():
+    """Fault suite seed 20261317, trial 96: the engine (and the registry inside its
+    container) killed while a `build --push` signed; the last line was "the push did not
+    finish (above: ...)", which named nothing."""
+    report = BuildReport(images=[_img("a", "built")])
+    signing = {"ok": False, "error": "signing r/x@sha256:1: cosign sign: connection refused", "images": []}
+    assert failure_line(report, {}, signing) == (
+        "failed: signing r/x@sha256:1: cosign sign: connection refused; run push again to resume")
+    refs = {"ok": False, "error": "", "images": [
+        {"push": {"ref": "reg/x:a", "status": "pushed", "error": ""},
+         "aliases": [{"ref": "reg/x:1", "status": "failed", "error": "HTTP 500 on upload"}]}]}
+    assert failure_line(report, {}, refs) == "failed: reg/x:1: HTTP 500 on upload; run push again to resume"
     assert failure_line(report, {}, None) == ""  # only skipped images: said by the caller
 
 
