@@ -19,9 +19,20 @@ except KeyboardInterrupt:  # Ctrl-C while stagecraft's modules load (about 0.2 s
     sys.exit(130)
 
 if __name__ == "__main__":
+    import signal
+
+    status = None
     try:
         status = main()
-    except KeyboardInterrupt:  # between the import and main's handler (microseconds), or a
-        print("interrupted", file=sys.stderr)  # second Ctrl-C while main reports the first
-        status = 130
+        # The run is over and has said so: a Ctrl-C or SIGTERM from here on (the
+        # interpreter's exit restores SIGINT's default, which would end it with -2 and
+        # no word) changes nothing.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    except KeyboardInterrupt:
+        if status is None:  # between the import and main's handler (microseconds), or a
+            print("interrupted", file=sys.stderr)  # second Ctrl-C while main reported the first
+            status = 130
+        else:
+            print("interrupted after the run ended: its result above stands", file=sys.stderr)
     sys.exit(status)
