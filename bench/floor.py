@@ -58,6 +58,8 @@ sys.path.insert(0, str(ROOT))
 from stagecraft.platforms import host_platform  # noqa: E402
 
 PROBE_WHEEL = ("https://pypi.org/simple/paddlepaddle/", "paddlepaddle-2.6.2-cp311-cp311-manylinux1_x86_64.whl")
+LOG_BYTES = 64 << 20  # the most of one stage log read
+PROBE_BYTES = 1 << 30  # the most of the probe wheel fetched
 _UNITS = {"B": 1, "kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9}
 _LINE = re.compile(r"^#(\d+) (\d+\.\d+) (.*)$")
 _APT = re.compile(r"Fetched ([\d.]+) ([kMG]?B) in (?:(\d+)min )?(\d+)s")
@@ -99,7 +101,7 @@ def measure_bandwidth(timeout: float = 120) -> dict:
     url = next(m.split("#", 1)[0] for m in re.findall(r'href="([^"]+)"', page) if PROBE_WHEEL[1] in m)
     t0, n = time.monotonic(), 0
     with urllib.request.urlopen(url, timeout=timeout) as r:
-        while chunk := r.read(1 << 20):
+        while n < PROBE_BYTES and (chunk := r.read(1 << 20)):
             n += len(chunk)
     s = time.monotonic() - t0
     return {"url": url, "bytes": n, "seconds": round(s, 3), "bytes_per_s": n / s}
@@ -137,7 +139,8 @@ def stage_profile(stage: dict, parent_ref: str | None, logs: list[Path], bw: flo
     row: dict = {"stage": stage["stage"], "key": stage["key"][:12], "log": str(log) if log else None}
     if log is None:
         return row
-    text = log.read_text(errors="replace")
+    with open(log, "rb") as f:  # a stage log is a few hundred kB; read at most LOG_BYTES
+        text = f.read(LOG_BYTES).decode("utf-8", "replace")
     first = text.split("\n", 1)[0]
     row["route"] = ("reproducible: buildx, OCI layout, docker load" if "rewrite-timestamp=true" in first
                     else "buildx" if " buildx " in first else "docker build (classic store)")
