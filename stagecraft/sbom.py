@@ -20,6 +20,8 @@ import uuid
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from .errors import BuildError
+
 if TYPE_CHECKING:
     from .engine import Engine
     from .lockfile import Lock
@@ -75,11 +77,18 @@ _LAUNCH = ('if [ -x /opt/venv/bin/python ]; then exec /opt/venv/bin/python -I -c
 def inventory(engine: Engine, ref: str) -> dict[str, Any]:
     """What image ``ref`` has installed: ``{"python_prefix", "debian": [{"name",
     "version", "arch", "licenses"}], "python": [{"name", "version", "license_expression",
-    "license", "classifiers"}]}``. Runs one container (removed after)."""
-    out = engine.client.containers.run(ref, ["/bin/sh", "-c", _LAUNCH, INVENTORY_SCRIPT],
-                                       entrypoint=[], remove=True, network_disabled=True,
-                                       user="0", environment={"STAGECRAFT_QUIET": "1"})
-    return json.loads(out.decode())
+    "license", "classifiers"}]}``. Runs one container (``containers.run_once``: removed
+    however the run ends). Raises ``BuildError`` where it fails or prints no JSON."""
+    from . import containers
+
+    out = containers.run_once(engine.client, ref, ["/bin/sh", "-c", _LAUNCH, INVENTORY_SCRIPT],
+                              "inventory", network_disabled=True, user="0",
+                              environment={"STAGECRAFT_QUIET": "1"})
+    try:
+        return json.loads(out.decode())
+    except ValueError as exc:
+        raise BuildError(f"the inventory of {ref} is not JSON ({exc}): its image's Python "
+                         "printed something else") from None
 
 
 def _lock_hashes(lock: Lock | None) -> tuple[dict[tuple[str, str], str], dict[tuple[str, str], list[str]]]:

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from . import signing, statefile
+from . import containers, signing, statefile
 from .engine import Engine
 from .errors import BuildError, InputError
 from .expand import ImageSpec
@@ -215,12 +215,13 @@ def run_suites(engine: Engine, matrix: Matrix, spec: ImageSpec, ref: str,
     reports.mkdir(parents=True, exist_ok=True)
     junit = reports / f"{spec.tag}{'' if platform == host_platform() else '@' + platform.replace('/', '-')}.xml"
     sbom = write_sbom(engine, matrix, spec, ref, image_id, state_dir)
-    sweep_containers(engine)
     labels = container_labels(spec.tag)
-    container = engine.client.containers.run(
-        image_id, command=["sleep", "infinity"], name=name, detach=True, labels=labels,
+    container = engine.client.containers.create(
+        image_id, command=["sleep", "infinity"], name=name, labels=labels,
         environment={"STAGECRAFT_QUIET": "1"})
+    spec_file = ""
     try:
+        container.start()
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump({**expectations(matrix, spec, ref, image_id, platform), "sbom": str(sbom),
                        "locked": lockfile.lock_path(matrix).is_file(),
@@ -234,8 +235,9 @@ def run_suites(engine: Engine, matrix: Matrix, spec: ImageSpec, ref: str,
                               capture_output=True, text=True)
         lost = "" if proc.returncode == 0 else _container_lost(container)
     finally:
-        container.remove(force=True)
-        Path(spec_file).unlink(missing_ok=True)
+        containers.remove(container)
+        if spec_file:
+            Path(spec_file).unlink(missing_ok=True)
     if lost:  # no verdict on the image: its suites lost the container they ran in
         raise BuildError(f"the suites of {spec.tag} could not run to their end: their container "
                          f"{name} is {lost} (the engine restarted, or something stopped it); "
@@ -252,54 +254,11 @@ def run_suites(engine: Engine, matrix: Matrix, spec: ImageSpec, ref: str,
     return result
 
 
-# Labels of a suite's container: the tag, the run's scratch directory (``scratch``: its
-# lock says whether the run lives) and the boot it ran in (/proc/sys/kernel/random/boot_id,
-# random(4)): a run killed with SIGKILL leaves its container, and the next suite run on
-# this machine removes it; containers of another machine sharing the engine are left alone.
-TEST_LABEL, RUN_LABEL, BOOT_LABEL = "io.stagecraft.test", "io.stagecraft.run", "io.stagecraft.boot"
-
-
 def container_labels(tag: str) -> dict[str, str]:
     """The labels of every container a suite run makes (its own, and those the suites
-    start: ``spec["container_labels"]``), so that ``sweep_containers`` finds them all
+    start: ``spec["container_labels"]``), so that ``containers.sweep`` finds them all
     when the run was killed before it could remove them."""
-    return {TEST_LABEL: tag, RUN_LABEL: tempfile.gettempdir(), BOOT_LABEL: boot_id()}
-
-
-def boot_id() -> str:
-    """This boot's id (random(4)) and this mount namespace's inode (``/proc/self/ns/mnt``,
-    namespaces(7)): a run in another container sharing the engine's socket has the same
-    boot but another mount namespace, where its scratch directory is not visible, so its
-    containers are never judged from here. "" where the kernel does not say."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id", "rb") as f:
-            boot = f.read(64).decode("ascii", "replace").strip()
-        return f"{boot}/{os.stat('/proc/self/ns/mnt').st_ino}" if boot else ""
-    except OSError:
-        return ""
-
-
-def sweep_containers(engine: Engine) -> list[str]:
-    """Remove the suite containers that runs on this machine left when they were killed
-    (their run directory's lock is free); returns their names. Engine errors are left
-    for the suite run itself to meet."""
-    import docker
-
-    from .scratch import run_alive
-
-    boot = boot_id()
-    if not boot:
-        return []
-    removed = []
-    try:
-        for c in engine.client.containers.list(all=True, filters={"label": [TEST_LABEL, f"{BOOT_LABEL}={boot}"]}):
-            run = (c.labels or {}).get(RUN_LABEL, "")
-            if run.startswith("/") and not run_alive(Path(run)):
-                c.remove(force=True)
-                removed.append(c.name)
-    except docker.errors.DockerException:  # gone meanwhile, or the engine is busy: next time
-        pass
-    return removed
+    return containers.labels("test", tag)
 
 
 def _container_lost(container: Any) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import render, signing, statefile, testing
+from .. import containers, render, signing, statefile, testing
 from ..errors import InputError
 
 FACTS_SCHEMA = 1
@@ -35,19 +35,28 @@ def inventory_from_sbom(doc: dict[str, Any]) -> dict[str, Any]:
     return inv
 
 
+# An image manifest is a few KB; a file larger than this is not one stagecraft wrote.
+MANIFEST_LIMIT_BYTES = 4 * 1024 * 1024
+
+
 def _manifest(client: Any, ref: str) -> dict[str, Any] | None:
     """/etc/stagecraft/image.json of ``ref``, from a created container (never started)."""
-    box = client.containers.create(ref, entrypoint=["/bin/true"], network_disabled=True)
+    box = containers.create(client, ref, "catalog", entrypoint=["/bin/true"], network_disabled=True)
     try:
         stream, _ = box.get_archive(render.MANIFEST_PATH)
-        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+        data = bytearray()
+        for chunk in stream:  # the file and its tar header, read up to the limit
+            data += chunk
+            if len(data) > MANIFEST_LIMIT_BYTES:
+                return None
+        with tarfile.open(fileobj=io.BytesIO(bytes(data))) as tar:
             member = tar.next()
             f = tar.extractfile(member) if member else None
-            return json.loads(f.read()) if f else None
+            return json.loads(f.read(MANIFEST_LIMIT_BYTES)) if f else None
     except Exception:  # noqa: BLE001 - an image without the file: no manifest
         return None
     finally:
-        box.remove(force=True)
+        containers.remove(box)
 
 
 def read_image(client: Any, ref: str, state_dir: Path) -> dict[str, Any] | None:

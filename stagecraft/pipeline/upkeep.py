@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .. import cache, lockfile, prune, statefile
+from .. import cache, containers, lockfile, prune, statefile
 from ..cabundle import find_ca_bundle
 from ..doctor import doctor_report, format_report
 from ..errors import EXIT_FAILED, EXIT_OK, InputError
@@ -41,6 +41,9 @@ def prune_unused(ctx: RunContext) -> int:
     cache_going = [e for e in entries if e.remove]
     failed: list[tuple[Any, str]] = []
     freed: int | None = None
+    # Containers stagecraft made whose run ended without removing them (SIGKILL, or an
+    # engine that refused the removal): they would hold their images.
+    left = containers.sweep(engine.client, dry_run=not opts.yes)
     if opts.yes:
         before = prune.layers_size(engine.client) if going else 0
         failed = prune.remove(engine.client, going)
@@ -54,10 +57,13 @@ def prune_unused(ctx: RunContext) -> int:
                    "kept": [{"ref": d.image.ref, "why": d.why} for d in decisions if not d.remove],
                    "cache": [{"path": str(e.path), "remove": e.remove, "why": e.why, "size": e.size}
                              for e in entries],
+                   "containers": left,
                    "size_kind": kind, "freed": freed,
                    "failed": [{"ref": d.image.ref, "error": e} for d, e in failed]})
     else:
         _prune_lines(opts.yes, decisions, entries)
+        for name in left:
+            print(f"{'removed' if opts.yes else 'would remove':<12} container {name} (its run ended without removing it)")
     _prune_summary(opts.yes, decisions, cache_going if local else None, freed, kind)
     for d, error in failed:
         say(f"not removed: {d.image.ref}: {error}")
@@ -106,8 +112,8 @@ def freeze(ctx: RunContext) -> int:
     if engine.image_id(ref) is None:
         raise InputError.one(f"--tag {spec.tag}", f"{ref} is not built",
                              f"build it first: python3 build.py --tag {spec.tag}")
-    out = engine.client.containers.run(ref, ["/opt/venv/bin/pip", "freeze"], remove=True,
-                                       environment={"STAGECRAFT_QUIET": "1"}).decode()
+    out = containers.run_once(engine.client, ref, ["/opt/venv/bin/pip", "freeze"], "freeze",
+                              environment={"STAGECRAFT_QUIET": "1"}).decode("utf-8", "replace")
     skip = {spec.framework["package"].lower()} | {
         re.split(r"[=<>!~ ]", r, maxsplit=1)[0].lower() for r in matrix.entrypoint.get("requirements", [])}
     for table in ("cuda", "accel"):  # NVIDIA's wheels: pinned by their stage, not the framework

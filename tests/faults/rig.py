@@ -56,7 +56,6 @@ DISK_BYTES = 4 * 1024**3
 STATE_BYTES = 256 * 1024**2
 REPOSITORY = "stagecraft-faults/six"
 TAGS = {"1.16.0-cpu": "1.16.0", "1.17.0-cpu": "1.17.0"}  # tag -> alias
-TEST_LABEL = "io.stagecraft.test"
 SIGNING_PASSWORD = "stagecraft-faults"  # the suite's own throwaway key pair's password
 # The runtime stage's suite line, left out of the suite's project: its images are tested
 # with the base suite alone (10 checks, about 3 s), as a test phase in the faults' way
@@ -405,8 +404,12 @@ class Rig:
             return False
         return bool((attrs.get("RootFS") or {}).get("Layers"))
 
-    def test_containers(self) -> list[str]:
-        return [c.name for c in self.client.containers.list(all=True, filters={"label": TEST_LABEL})]
+    def containers(self) -> list[str]:
+        """Every container of the suite's engine, running or not (the registry is a
+        process of the engine's own container, not one of these): the suites' and the
+        short ones a run makes (its SBOM inventory), labelled or not."""
+        return [f"{c.name} ({c.status}, {c.attrs.get('Config', {}).get('Image', '')[:40]})"
+                for c in self.client.containers.list(all=True)]
 
     def scratch_dirs(self) -> list[str]:
         """The runs' scratch directories (``<TMPDIR>/stagecraft-<uid>/run-*``, scratch.py)."""
@@ -419,10 +422,10 @@ class Rig:
         list then stays short (the containerd image store took 10 to 15 s to list 548
         images, twice a trial, and more each trial). Returns "" or what failed, which the
         trial records."""
-        # Every container that is not running: a suite's (a trial that left one recorded
-        # it), and one a run left without a suite label (open: seen once after the
-        # engine's disk was full; no trial check counts it yet), whose image prune could
-        # not remove.
+        # Every container that is not running. A trial that left one has recorded it
+        # (the check counts every container of the engine); removing it here keeps one
+        # defect from failing the tidy of every later trial (prune cannot remove the
+        # image it holds).
         for c in self.client.containers.list(all=True):
             if c.status != "running":
                 c.remove(force=True)

@@ -30,7 +30,7 @@ have; the registry serves every blob its tags reference; the run that ended said
 its last line (a Python traceback never). After the recovery run (the same command, no
 fault): it exited 0 with no manual step, built no stage that was complete before (the
 base), its names point at its tested image, what it pushed verifies (``build.py verify``:
-signature, SBOM, test record), and no suite container or scratch directory is left.
+signature, SBOM, test record), and no container (any on the engine) or scratch directory is left.
 """
 
 from __future__ import annotations
@@ -348,7 +348,7 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
     before = rig.names()
     images_before = rig.images()
     started = time.time() - 1  # file times have a coarse clock on some file systems
-    containers_before, dirs_before = set(rig.test_containers()), set(rig.scratch_dirs())
+    containers_before, dirs_before = set(rig.containers()), set(rig.scratch_dirs())
     variant, instant, runs = INJECT[kind](rig, rng, cal, tag, test)
     variant += "" if test or kind == "registry" else " (no --test)"
     out = Outcome(index, kind, variant, round(instant, 3), tag,
@@ -411,9 +411,9 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
     extra = rig.images() - images_before - expected
     if extra and out.recovered:
         out.violations.append(f"{len(extra)} image(s) left that no name and no stage of the next run uses")
-    left = sorted(set(rig.test_containers()) - containers_before)
+    left = sorted(set(rig.containers()) - containers_before)
     if left:
-        out.violations.append(f"suite containers left after recovery: {left}")
+        out.violations.append(f"containers left after recovery: {left}")
     dirs = sorted(set(rig.scratch_dirs()) - dirs_before)
     if dirs:
         out.violations.append(f"scratch directories left after recovery: {dirs}")

@@ -7,7 +7,8 @@ import os
 
 from stagecraft.buildreport import BuildReport, ImageResult
 from stagecraft.pipeline.buildrun import failure_line
-from stagecraft.testing import TestResult, boot_id
+from stagecraft.containers import boot_id
+from stagecraft.testing import TestResult
 
 
 def _img(tag: str, status: str, error: str = "") -> ImageResult:

@@ -1,0 +1,150 @@
+"""The containers stagecraft itself runs of an image: the test suites' container, the
+short one that reads an image's inventory for its SBOM (sbom.py), ``freeze``'s pip
+listing, and the catalog's created-never-started box. Each carries labels naming the run
+that made it, so that whatever ends that run (SIGKILL, an engine whose disk is full and
+refuses the removal) the next run on this machine removes what it left.
+
+Labels (every container here):
+
+- ``io.stagecraft.run``: the run's scratch directory (scratch.py); its lock says whether
+  the run still lives (``scratch.run_alive``).
+- ``io.stagecraft.boot``: this boot's id and mount namespace (``boot_id``); containers
+  of another machine or container sharing the engine are never judged from here.
+- ``io.stagecraft.purpose``: ``test``, ``inventory``, ``freeze``, ``catalog``.
+- ``io.stagecraft.test``: the tag, on a suite's containers only.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .errors import BuildError
+from .safetext import one_line
+
+TEST_LABEL, RUN_LABEL, BOOT_LABEL = "io.stagecraft.test", "io.stagecraft.run", "io.stagecraft.boot"
+PURPOSE_LABEL = "io.stagecraft.purpose"
+
+# What one short run may print and take: an inventory of a GPU image is about 200 KB
+# of JSON and takes a second or two.
+OUTPUT_LIMIT_BYTES = 64 * 1024 * 1024
+WAIT_LIMIT_S = 600
+
+
+def labels(purpose: str, tag: str = "") -> dict[str, str]:
+    """The labels of a container this run makes for ``purpose`` (module docstring);
+    ``tag`` adds the suites' ``io.stagecraft.test`` label."""
+    out = {RUN_LABEL: tempfile.gettempdir(), BOOT_LABEL: boot_id(), PURPOSE_LABEL: purpose}
+    if tag:
+        out[TEST_LABEL] = tag
+    return out
+
+
+def boot_id() -> str:
+    """This boot's id (random(4)) and this mount namespace's inode (``/proc/self/ns/mnt``,
+    namespaces(7)): a run in another container sharing the engine's socket has the same
+    boot but another mount namespace, where its scratch directory is not visible, so its
+    containers are never judged from here. "" where the kernel does not say."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", "rb") as f:
+            boot = f.read(64).decode("ascii", "replace").strip()
+        return f"{boot}/{os.stat('/proc/self/ns/mnt').st_ino}" if boot else ""
+    except OSError:
+        return ""
+
+
+def sweep(client: Any, dry_run: bool = False) -> list[str]:
+    """Remove the containers that runs on this machine made and left (their run's
+    scratch lock is free: killed, or the engine refused the removal); returns their
+    names (with ``dry_run``, those it would remove, removing none). Engine errors are
+    left for the caller's own engine work to meet."""
+    import docker
+
+    from .scratch import run_alive
+
+    boot = boot_id()
+    if not boot:
+        return []
+    removed = []
+    try:
+        for c in client.containers.list(all=True, filters={"label": [RUN_LABEL, f"{BOOT_LABEL}={boot}"]}):
+            run = (c.labels or {}).get(RUN_LABEL, "")
+            if run.startswith("/") and not run_alive(Path(run)):
+                if not dry_run:
+                    c.remove(force=True)
+                removed.append(c.name)
+    except docker.errors.DockerException:  # gone meanwhile, or the engine is busy: next time
+        pass
+    return removed
+
+
+def remove(container: Any) -> None:
+    """Remove ``container`` (running or not). Where the engine refuses (its disk is full,
+    it is gone), the container keeps its labels and the next run's ``sweep`` removes it:
+    the caller's own outcome stands."""
+    import docker
+
+    try:
+        container.remove(force=True)
+    except docker.errors.DockerException:
+        pass
+
+
+def create(client: Any, ref: str, purpose: str, **kwargs: Any) -> Any:
+    """``client.containers.create(ref, labels=labels(purpose), **kwargs)``, after a
+    ``sweep``: the caller removes it (``remove``) in a ``finally``."""
+    sweep(client)
+    return client.containers.create(ref, labels=labels(purpose), **kwargs)
+
+
+def run_once(client: Any, ref: str, argv: list[str], purpose: str, *,
+             timeout_s: float = WAIT_LIMIT_S, limit_bytes: int = OUTPUT_LIMIT_BYTES,
+             **kwargs: Any) -> bytes:
+    """Run ``argv`` in a new container of image ``ref`` with the image's entrypoint
+    replaced (``entrypoint=[]``), wait for it and return its standard output (bytes);
+    the container is removed however this ends (``remove``).
+
+    ``kwargs`` go to ``containers.create`` (``user``, ``environment``,
+    ``network_disabled``). Raises ``BuildError`` when the command exits other than 0 (its
+    last line of standard error), runs past ``timeout_s`` (s) or prints more than
+    ``limit_bytes``; ``docker.errors.DockerException`` for what the engine refuses."""
+    import requests
+
+    box = create(client, ref, purpose, command=argv, entrypoint=[], **kwargs)
+    what = f"the {purpose} container of {ref}"
+    try:
+        box.start()
+        try:
+            status = box.wait(timeout=timeout_s).get("StatusCode", -1)
+        except requests.exceptions.RequestException:  # a read timeout, or the engine went
+            box.reload()
+            if box.status != "running":
+                raise
+            raise BuildError(f"{what} ran past {timeout_s:g} s: it was stopped") from None
+        if status != 0:
+            err = _bounded(box.logs(stdout=False, stderr=True, stream=True, tail=20), 64 * 1024)
+            last = next((ln for ln in reversed(err.decode("utf-8", "replace").splitlines()) if ln.strip()), "")
+            raise BuildError(one_line(f"{what} exited {status}" + (f": {last.strip()}" if last else "")))
+        out = _bounded(box.logs(stdout=True, stderr=False, stream=True), limit_bytes + 1)
+        if len(out) > limit_bytes:
+            raise BuildError(f"{what} printed more than {limit_bytes} bytes")
+        return out
+    finally:
+        remove(box)
+
+
+def _bounded(chunks: Any, limit: int) -> bytes:
+    """The chunks of a log stream joined, read up to ``limit`` bytes."""
+    got = bytearray()
+    try:
+        for chunk in chunks:
+            got += chunk
+            if len(got) >= limit:
+                break
+    finally:
+        close = getattr(chunks, "close", None)
+        if close:
+            close()
+    return bytes(got[:limit])
