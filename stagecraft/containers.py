@@ -119,9 +119,8 @@ def run_once(client: Any, ref: str, argv: list[str], purpose: str, *,
         try:
             status = box.wait(timeout=timeout_s).get("StatusCode", -1)
         except requests.exceptions.RequestException:  # a read timeout, or the engine went
-            box.reload()
-            if box.status != "running":
-                raise
+            if not _running(box):
+                raise  # the engine's own error: it went away, or stopped the container
             raise BuildError(f"{what} ran past {timeout_s:g} s: it was stopped") from None
         if status != 0:
             err = _bounded(box.logs(stdout=False, stderr=True, stream=True, tail=20), 64 * 1024)
@@ -133,6 +132,18 @@ def run_once(client: Any, ref: str, argv: list[str], purpose: str, *,
         return out
     finally:
         remove(box)
+
+
+def _running(box: Any) -> bool:
+    """Whether the engine answers and says ``box`` still runs."""
+    import docker
+    import requests
+
+    try:
+        box.reload()
+    except (docker.errors.DockerException, requests.exceptions.RequestException):
+        return False
+    return box.status == "running"
 
 
 def _bounded(chunks: Any, limit: int) -> bytes:

@@ -70,3 +70,51 @@ def six_project(root: Path, repository: str) -> Path:
     matrix = root / "matrix.yaml"
     matrix.write_text(MINIMAL.replace("repository: example/fw", f"repository: {repository}"))
     return matrix
+
+
+class SocketRelay:
+    """A unix socket relaying to the host engine's: DOCKER_HOST for a run whose engine
+    then goes away (``stop()`` closes the socket and every connection through it)."""
+
+    def __init__(self, path: Path):
+        import socket
+        import threading
+
+        self.path, self.conns, self.threading = path, [], threading
+        self.srv = socket.socket(socket.AF_UNIX)
+        self.srv.bind(str(path))
+        self.srv.listen(64)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+
+        while True:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            u = socket.socket(socket.AF_UNIX)
+            u.connect("/var/run/docker.sock")
+            self.conns += [c, u]
+            for a, b in ((c, u), (u, c)):
+                self.threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(a, b) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+
+    def stop(self) -> None:
+        import socket
+
+        self.srv.close()
+        for s in self.conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            except OSError:
+                pass

@@ -21,7 +21,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from tests.integration.harness import ROOT, run_cli, with_default_signals
+from tests.integration.harness import ROOT, SocketRelay, run_cli, with_default_signals
 from tests.unit.minimal_matrix import MINIMAL
 
 REPO = "stagecraft-it/six"
@@ -398,54 +398,6 @@ def test_a_dead_proxy_is_named_not_pips_resolution_error(own_project):
     assert "ResolutionImpossible" not in failed[0] and "Could not find a version" not in failed[0]
 
 
-class _SocketRelay:
-    """A unix socket relaying to the host engine's: DOCKER_HOST for a run whose engine
-    then goes away (``stop()`` closes the socket and every connection through it)."""
-
-    def __init__(self, path: Path):
-        import socket
-        import threading
-
-        self.path, self.conns, self.threading = path, [], threading
-        self.srv = socket.socket(socket.AF_UNIX)
-        self.srv.bind(str(path))
-        self.srv.listen(64)
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        import socket
-
-        while True:
-            try:
-                c, _ = self.srv.accept()
-            except OSError:
-                return
-            u = socket.socket(socket.AF_UNIX)
-            u.connect("/var/run/docker.sock")
-            self.conns += [c, u]
-            for a, b in ((c, u), (u, c)):
-                self.threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pump(a, b) -> None:
-        try:
-            while data := a.recv(65536):
-                b.sendall(data)
-        except OSError:
-            pass
-
-    def stop(self) -> None:
-        import socket
-
-        self.srv.close()
-        for s in self.conns:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-                s.close()
-            except OSError:
-                pass
-
-
 def test_an_engine_lost_mid_build_is_named(own_project, tmp_path):
     """The engine goes away while a RUN step runs: the reason is that the engine stopped
     answering, not the client's "cannot write iid ... did not provide an image ID"."""
@@ -453,7 +405,7 @@ def test_an_engine_lost_mid_build_is_named(own_project, tmp_path):
     first = run_cli("--matrix", str(path), "--tag", "1.16.0-cpu", cwd=path.parent)  # base, cached
     assert first.returncode == 0, first.stderr[-2000:]
     _new_runtime_key(path)
-    relay = _SocketRelay(tmp_path / "docker.sock")
+    relay = SocketRelay(tmp_path / "docker.sock")
     proc = subprocess.Popen([sys.executable, str(ROOT / "build.py"), "--matrix", str(path), "--tag",
                              "1.16.0-cpu"], cwd=path.parent, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True,

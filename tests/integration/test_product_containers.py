@@ -25,7 +25,7 @@ import pytest
 
 from stagecraft import containers, scratch
 from stagecraft.errors import BuildError
-from tests.integration.harness import ROOT, run_cli, six_project, with_default_signals
+from tests.integration.harness import ROOT, SocketRelay, run_cli, six_project, with_default_signals
 
 TAG = "1.16.0-cpu"
 
@@ -105,6 +105,40 @@ def test_a_killed_runs_inventory_container_goes_with_the_next_run(six, client):
     with pytest.raises(docker.errors.NotFound):
         client.containers.get(box)
     assert _boxes(client, six["image_id"]) == [], "the next run left a container of the image"
+
+
+def test_an_engine_lost_during_the_inventory_leaves_a_container_the_next_run_removes(six, client, tmp_path):
+    """The defect as the fault suite met it (seed 20261319, trial 52: the engine killed
+    while `--test` read the SBOM inventory): the run loses its engine (a socket relay
+    closed the moment the engine creates the inventory container), the container lives
+    on in the engine, the run ends on one line naming the lost engine, and the next run
+    removes the container."""
+    relay = SocketRelay(tmp_path / "docker.sock")
+    argv = with_default_signals([sys.executable, str(ROOT / "build.py"), "--matrix", str(six["matrix"]),
+                                 "--tag", TAG, "--test"])
+    stream = client.events(decode=True, since=int(time.time()) - 1, until=int(time.time()) + 600,
+                           filters={"type": "container", "event": "create"})
+    proc = subprocess.Popen(argv, cwd=six["root"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "DOCKER_HOST": f"unix://{tmp_path / 'docker.sock'}"})
+    box = ""
+    try:
+        for event in stream:
+            if (event.get("Actor") or {}).get("Attributes", {}).get("image") == six["image_id"]:
+                box = event["Actor"]["ID"]
+                break
+    finally:
+        relay.stop()
+        stream.close()
+        err = proc.communicate(timeout=300)[1]
+    assert box, f"the run made no container of its image: exit {proc.returncode}: {err[-2000:]}"
+    assert proc.returncode == 1, err[-2000:]
+    last = err.strip().splitlines()[-1]
+    assert "Traceback" not in err and "engine" in last.lower(), err[-2000:]
+    client.containers.get(box)  # the run could not remove it
+    again = run_cli("--matrix", str(six["matrix"]), "--tag", TAG, "--test", cwd=six["root"], timeout=1800)
+    assert again.returncode == 0, again.stderr[-3000:]
+    with pytest.raises(docker.errors.NotFound):
+        client.containers.get(box)
 
 
 def test_prune_removes_a_left_container_and_a_dry_run_only_names_it(six, client, tmp_path: Path):
