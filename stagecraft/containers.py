@@ -55,40 +55,52 @@ def boot_id() -> str:
         return ""
 
 
-def sweep(client: Any, dry_run: bool = False) -> list[str]:
-    """Remove the containers that runs on this machine made and left (their run's
-    scratch lock is free: killed, or the engine refused the removal); returns their
-    names (with ``dry_run``, those it would remove, removing none). Engine errors are
-    left for the caller's own engine work to meet."""
+def sweep(client: Any, dry_run: bool = False) -> tuple[list[str], list[tuple[str, str]]]:
+    """Remove the containers that runs on this machine (this boot, this mount namespace)
+    made and left: their run's scratch lock is free (killed, or the engine refused the
+    removal). Returns ``(removed, failed)``: names, and ``(name, error)`` for those the
+    engine would not remove (tried again next time); with ``dry_run``, the names it
+    would remove, removing none. An engine that does not answer the listing gives
+    ``([], [])``: the caller's own engine work meets that error."""
     import docker
+    import requests
 
     from .scratch import run_alive
 
     boot = boot_id()
     if not boot:
-        return []
-    removed = []
+        return [], []
     try:
-        for c in client.containers.list(all=True, filters={"label": [RUN_LABEL, f"{BOOT_LABEL}={boot}"]}):
-            run = (c.labels or {}).get(RUN_LABEL, "")
-            if run.startswith("/") and not run_alive(Path(run)):
-                if not dry_run:
-                    c.remove(force=True)
-                removed.append(c.name)
-    except docker.errors.DockerException:  # gone meanwhile, or the engine is busy: next time
-        pass
-    return removed
+        found = client.containers.list(all=True, filters={"label": [RUN_LABEL, f"{BOOT_LABEL}={boot}"]})
+    except (docker.errors.DockerException, requests.exceptions.RequestException):
+        return [], []
+    removed: list[str] = []
+    failed: list[tuple[str, str]] = []
+    for c in found:
+        run = (c.labels or {}).get(RUN_LABEL, "")
+        if not run.startswith("/") or run_alive(Path(run)):
+            continue
+        try:
+            if not dry_run:
+                c.remove(force=True)
+            removed.append(c.name)
+        except docker.errors.NotFound:  # another run's sweep removed it meanwhile
+            pass
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            failed.append((c.name, one_line(str(exc), 200)))
+    return removed, failed
 
 
 def remove(container: Any) -> None:
-    """Remove ``container`` (running or not). Where the engine refuses (its disk is full,
-    it is gone), the container keeps its labels and the next run's ``sweep`` removes it:
-    the caller's own outcome stands."""
+    """Remove ``container`` (running or not). Where the engine refuses or does not
+    answer (its disk is full, it is gone), the container keeps its labels and the next
+    run's ``sweep`` removes it: the caller's own outcome stands."""
     import docker
+    import requests
 
     try:
         container.remove(force=True)
-    except docker.errors.DockerException:
+    except (docker.errors.DockerException, requests.exceptions.RequestException):
         pass
 
 
@@ -99,51 +111,86 @@ def create(client: Any, ref: str, purpose: str, **kwargs: Any) -> Any:
     return client.containers.create(ref, labels=labels(purpose), **kwargs)
 
 
-def run_once(client: Any, ref: str, argv: list[str], purpose: str, *,
+def run_once(client: Any, ref: str, argv: list[str], purpose: str, *, name: str = "",
              timeout_s: float = WAIT_LIMIT_S, limit_bytes: int = OUTPUT_LIMIT_BYTES,
              **kwargs: Any) -> bytes:
     """Run ``argv`` in a new container of image ``ref`` with the image's entrypoint
     replaced (``entrypoint=[]``), wait for it and return its standard output (bytes);
-    the container is removed however this ends (``remove``).
+    the container is removed however this ends (``remove``). ``name`` names the image in
+    messages (a tag; default ``ref``).
 
     ``kwargs`` go to ``containers.create`` (``user``, ``environment``,
-    ``network_disabled``). Raises ``BuildError`` when the command exits other than 0 (its
-    last line of standard error), runs past ``timeout_s`` (s) or prints more than
-    ``limit_bytes``; ``docker.errors.DockerException`` for what the engine refuses."""
+    ``network_disabled``). Raises ``BuildError`` (one line) when the container cannot
+    start, exits other than 0 (with its last line of standard error), runs past
+    ``timeout_s`` (s) or prints more than ``limit_bytes`` (read so far, no further: the
+    engine's log driver keeps what it prints); ``docker.errors.DockerException`` or
+    ``requests.exceptions.RequestException`` when the engine does not answer."""
+    import docker
     import requests
 
     box = create(client, ref, purpose, command=argv, entrypoint=[], **kwargs)
-    what = f"the {purpose} container of {ref}"
+    what = f"the {purpose} container of {name or ref}"
     try:
-        box.start()
+        try:
+            box.start()
+        except docker.errors.APIError as exc:  # the engine answered: it could not run it
+            raise BuildError(one_line(f"{what} could not start: {exc.explanation or exc}")) from None
         try:
             status = box.wait(timeout=timeout_s).get("StatusCode", -1)
         except requests.exceptions.RequestException:  # a read timeout, or the engine went
-            if not _running(box):
-                raise  # the engine's own error: it went away, or stopped the container
-            raise BuildError(f"{what} ran past {timeout_s:g} s: it was stopped") from None
+            state = _state(box)
+            if state is None:
+                raise  # the engine's own error: it does not answer
+            if state.get("Running"):
+                raise BuildError(f"{what} ran past {timeout_s:g} s and is removed; the engine may be "
+                                 "overloaded: run the same command again") from None
+            status = state.get("ExitCode", -1)  # it ended as the wait gave up
         if status != 0:
-            err = _bounded(box.logs(stdout=False, stderr=True, stream=True, tail=20), 64 * 1024)
+            err = _tail(box.logs(stdout=False, stderr=True, stream=True), 64 * 1024, 16 * 1024 * 1024)
             last = next((ln for ln in reversed(err.decode("utf-8", "replace").splitlines()) if ln.strip()), "")
-            raise BuildError(one_line(f"{what} exited {status}" + (f": {last.strip()}" if last else "")))
+            raise BuildError(one_line(f"{what} exited {status}" + (f": {last.strip()}" if last else "")
+                                      + "; the image lacks what stagecraft reads there, or the engine "
+                                      "could not run it: see `docker run` of the image"))
         out = _bounded(box.logs(stdout=True, stderr=False, stream=True), limit_bytes + 1)
         if len(out) > limit_bytes:
-            raise BuildError(f"{what} printed more than {limit_bytes} bytes")
+            raise BuildError(f"{what} printed more than {limit_bytes} bytes (stagecraft's own "
+                             "commands print far less): check what the image's Python prints at start")
         return out
     finally:
         remove(box)
 
 
-def _running(box: Any) -> bool:
-    """Whether the engine answers and says ``box`` still runs."""
+def _state(box: Any) -> dict[str, Any] | None:
+    """The container's ``State`` as the engine says it now; None when the engine does
+    not answer, ``{}`` when the container is gone."""
     import docker
     import requests
 
     try:
         box.reload()
+    except docker.errors.NotFound:
+        return {}
     except (docker.errors.DockerException, requests.exceptions.RequestException):
-        return False
-    return box.status == "running"
+        return None
+    return box.attrs.get("State") or {}
+
+
+def _tail(chunks: Any, keep: int, limit: int) -> bytes:
+    """The last ``keep`` bytes of a log stream, reading at most ``limit`` bytes."""
+    got = bytearray()
+    read = 0
+    try:
+        for chunk in chunks:
+            got += chunk
+            read += len(chunk)
+            del got[:-keep]
+            if read >= limit:
+                break
+    finally:
+        close = getattr(chunks, "close", None)
+        if close:
+            close()
+    return bytes(got)
 
 
 def _bounded(chunks: Any, limit: int) -> bytes:
@@ -158,4 +205,5 @@ def _bounded(chunks: Any, limit: int) -> bytes:
         close = getattr(chunks, "close", None)
         if close:
             close()
-    return bytes(got[:limit])
+    del got[limit:]
+    return bytes(got)

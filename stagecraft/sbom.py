@@ -74,21 +74,22 @@ _LAUNCH = ('if [ -x /opt/venv/bin/python ]; then exec /opt/venv/bin/python -I -c
            'else exec python3 -I -c "$0"; fi')
 
 
-def inventory(engine: Engine, ref: str) -> dict[str, Any]:
+def inventory(engine: Engine, ref: str, name: str = "") -> dict[str, Any]:
     """What image ``ref`` has installed: ``{"python_prefix", "debian": [{"name",
     "version", "arch", "licenses"}], "python": [{"name", "version", "license_expression",
     "license", "classifiers"}]}``. Runs one container (``containers.run_once``: removed
-    however the run ends). Raises ``BuildError`` where it fails or prints no JSON."""
+    however the run ends); ``name`` (a tag) names the image in messages. Raises
+    ``BuildError`` where it fails or prints no JSON."""
     from . import containers
 
     out = containers.run_once(engine.client, ref, ["/bin/sh", "-c", _LAUNCH, INVENTORY_SCRIPT],
-                              "inventory", network_disabled=True, user="0",
+                              "inventory", name=name, network_disabled=True, user="0",
                               environment={"STAGECRAFT_QUIET": "1"})
     try:
         return json.loads(out.decode())
     except ValueError as exc:
-        raise BuildError(f"the inventory of {ref} is not JSON ({exc}): its image's Python "
-                         "printed something else") from None
+        raise BuildError(f"the inventory of {name or ref} is not JSON ({exc}): its image's "
+                         "Python printed something else at start; check its sitecustomize") from None
 
 
 def _lock_hashes(lock: Lock | None) -> tuple[dict[tuple[str, str], str], dict[tuple[str, str], list[str]]]:

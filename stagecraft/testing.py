@@ -119,7 +119,7 @@ def write_sbom(engine: Engine, matrix: Matrix, spec: ImageSpec, ref: str, image_
     attrs = engine.inspect(image_id)
     labels = (attrs.get("Config") or {}).get("Labels") or {}
     created = labels.get("org.opencontainers.image.created") or attrs.get("Created", "")[:19] + "Z"
-    inv = sbom.inventory(engine, image_id)
+    inv = sbom.inventory(engine, image_id, name=ref)
     text = sbom.make_bom(inv, lockfile.load_for(matrix), ref, image_id, created,
                          f"{spec.base['os']}-{spec.base['version']}")
     path = sbom_path(state_dir, image_id)

@@ -43,7 +43,7 @@ def prune_unused(ctx: RunContext) -> int:
     freed: int | None = None
     # Containers stagecraft made whose run ended without removing them (SIGKILL, or an
     # engine that refused the removal): they would hold their images.
-    left = containers.sweep(engine.client, dry_run=not opts.yes)
+    left, left_failed = containers.sweep(engine.client, dry_run=not opts.yes)
     if opts.yes:
         before = prune.layers_size(engine.client) if going else 0
         failed = prune.remove(engine.client, going)
@@ -57,17 +57,22 @@ def prune_unused(ctx: RunContext) -> int:
                    "kept": [{"ref": d.image.ref, "why": d.why} for d in decisions if not d.remove],
                    "cache": [{"path": str(e.path), "remove": e.remove, "why": e.why, "size": e.size}
                              for e in entries],
-                   "containers": left,
+                   "removed_containers" if opts.yes else "would_remove_containers": left,
                    "size_kind": kind, "freed": freed,
-                   "failed": [{"ref": d.image.ref, "error": e} for d, e in failed]})
+                   "failed": [{"ref": d.image.ref, "error": e} for d, e in failed]
+                   + [{"container": n, "error": e} for n, e in left_failed]})
     else:
         _prune_lines(opts.yes, decisions, entries)
         for name in left:
             print(f"{'removed' if opts.yes else 'would remove':<12} container {name} (its run ended without removing it)")
     _prune_summary(opts.yes, decisions, cache_going if local else None, freed, kind)
+    if left:
+        say(f"{len(left)} container(s) of ended runs {'removed' if opts.yes else 'to remove'}")
     for d, error in failed:
         say(f"not removed: {d.image.ref}: {error}")
-    return EXIT_FAILED if failed else EXIT_OK
+    for n, error in left_failed:
+        say(f"not removed: container {n}: {error}")
+    return EXIT_FAILED if failed or left_failed else EXIT_OK
 
 
 def _prune_lines(yes: bool, decisions: list[Any], entries: list[Any]) -> None:
@@ -112,7 +117,7 @@ def freeze(ctx: RunContext) -> int:
     if engine.image_id(ref) is None:
         raise InputError.one(f"--tag {spec.tag}", f"{ref} is not built",
                              f"build it first: python3 build.py --tag {spec.tag}")
-    out = containers.run_once(engine.client, ref, ["/opt/venv/bin/pip", "freeze"], "freeze",
+    out = containers.run_once(engine.client, ref, ["/opt/venv/bin/pip", "freeze"], "freeze", name=ref,
                               environment={"STAGECRAFT_QUIET": "1"}).decode("utf-8", "replace")
     skip = {spec.framework["package"].lower()} | {
         re.split(r"[=<>!~ ]", r, maxsplit=1)[0].lower() for r in matrix.entrypoint.get("requirements", [])}

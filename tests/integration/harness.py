@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -80,6 +81,8 @@ class SocketRelay:
         import socket
         import threading
 
+        host = os.environ.get("DOCKER_HOST", "")  # the engine the tests' client uses
+        self.target = host[len("unix://"):] if host.startswith("unix://") else "/var/run/docker.sock"
         self.path, self.conns, self.threading = path, [], threading
         self.srv = socket.socket(socket.AF_UNIX)
         self.srv.bind(str(path))
@@ -95,7 +98,7 @@ class SocketRelay:
             except OSError:
                 return
             u = socket.socket(socket.AF_UNIX)
-            u.connect("/var/run/docker.sock")
+            u.connect(self.target)
             self.conns += [c, u]
             for a, b in ((c, u), (u, c)):
                 self.threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
