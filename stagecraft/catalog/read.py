@@ -41,7 +41,10 @@ MANIFEST_LIMIT_BYTES = 4 * 1024 * 1024
 
 def _manifest(client: Any, ref: str) -> dict[str, Any] | None:
     """/etc/stagecraft/image.json of ``ref``, from a created container (never started)."""
-    box = containers.create(client, ref, "catalog", entrypoint=["/bin/true"], network_disabled=True)
+    # Labelled as the run's, without a sweep per image: a catalog reads many images, and
+    # the next run that starts a container (or `prune --yes`) sweeps what a kill left.
+    box = client.containers.create(ref, entrypoint=["/bin/true"], network_disabled=True,
+                                   labels=containers.labels("catalog"))
     try:
         stream, _ = box.get_archive(render.MANIFEST_PATH)
         data = bytearray()
