@@ -200,6 +200,7 @@ class Rig:
             _sh("mount", "-t", "tmpfs", "-o", f"size={STATE_BYTES},mode=0755", "tmpfs", str(self.state))
         root = Path(tempfile.mkdtemp(prefix="faults-registry-", dir=self.engine.share))
         self.registry = Registry(root, None, self.engine)
+        self.whole: set[tuple[str, str]] = set()  # manifests found whole (missing_blobs)
         self.registry.start()
         self.set_proxy("pass")
         self.start_proxy()
@@ -456,27 +457,39 @@ class Rig:
 
     def missing_blobs(self) -> list[str]:
         """``repo:tag -> digest`` for each blob or child manifest a tag's manifest
-        references that the registry does not serve."""
-        base = f"http://{self.registry.host}/v2"
-        missing = []
+        references that the registry does not serve.
 
-        def walk(repo: str, ref: str, label: str) -> None:
+        A manifest found whole is remembered by ``(repo, digest)`` and not walked again:
+        its content cannot change (content-addressed) and nothing removes a blob from
+        this registry (deletion is off, stagecraft sends no DELETE, it is never
+        garbage-collected), so it stays whole. Each tag's current digest is still asked
+        every time (a tag moves). Without this the check walked every tag of the run:
+        about five more per push trial, each a manifest and its blobs."""
+        base = f"http://{self.registry.host}/v2"
+        missing: list[str] = []
+
+        def walk(repo: str, ref: str, label: str) -> bool:
+            if (repo, ref) in self.whole:
+                return True
             r = requests.get(f"{base}/{repo}/manifests/{ref}", headers={"Accept": ACCEPT}, timeout=10)
             if r.status_code != 200:
                 missing.append(f"{label} -> manifest {ref} (HTTP {r.status_code})")
-                return
+                return False
             doc = r.json()
-            for child in doc.get("manifests") or []:
-                walk(repo, child["digest"], label)
+            whole = all([walk(repo, child["digest"], label) for child in doc.get("manifests") or []])
             for blob in [doc.get("config"), *(doc.get("layers") or [])]:
                 if blob and blob.get("digest"):
                     h = requests.head(f"{base}/{repo}/blobs/{blob['digest']}", timeout=10)
                     if h.status_code != 200:
                         missing.append(f"{label} -> blob {blob['digest'][:19]} (HTTP {h.status_code})")
+                        whole = False
+            if whole and ref.startswith("sha256:"):
+                self.whole.add((repo, ref))
+            return whole
 
-        for ref in self.registry_tags():
+        for ref, digest in self.registry_tags().items():
             repo, tag = ref.rsplit(":", 1)
-            walk(repo, tag, ref)
+            walk(repo, digest if digest.startswith("sha256:") else tag, ref)
         return missing
 
     def fill(self, where: Path, leave: int) -> Path:

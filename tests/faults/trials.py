@@ -77,6 +77,8 @@ class Outcome:
     seconds: float = 0.0
     struck: bool = True  # False: the run ended before the drawn instant (nothing injected)
     notes: list = field(default_factory=list)
+    # Seconds per part of the trial: tidy, fault, checks, recovery (with verify), after.
+    phases: dict = field(default_factory=dict)
 
     @property
     def recovered(self) -> bool:
@@ -344,12 +346,14 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
     tag = rng.choice(sorted(TAGS))
     test = kind == "registry" or rng.random() < 0.35
     untidy = rig.tidy()
+    marks = [("tidy", time.monotonic())]
     rig.change()
     before = rig.names()
     images_before = rig.images()
     started = time.time() - 1  # file times have a coarse clock on some file systems
     containers_before, dirs_before = set(rig.containers()), set(rig.scratch_dirs())
     variant, instant, runs = INJECT[kind](rig, rng, cal, tag, test)
+    marks.append(("fault", time.monotonic()))
     variant += "" if test or kind == "registry" else " (no --test)"
     out = Outcome(index, kind, variant, round(instant, 3), tag,
                   [r.rc for r in runs], [r.last_line()[:200] for r in runs])
@@ -370,6 +374,7 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
     out.violations += check_message(kind, runs)
     out.notes += ["SIGINT inside the Python interpreter's start: its own traceback, nothing begun"
                   for r in runs if interpreter_start(r)]
+    marks.append(("checks", time.monotonic()))
     # The next plain run, with no manual step.
     push = kind == "registry" or any("--push" in r.argv for r in runs)
     tags = sorted({tag, *[r.argv[r.argv.index("--tag") + 1] for r in runs]})
@@ -395,6 +400,7 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
                 said = [ln for ln in (v.out + v.err).splitlines() if ln.strip()]
                 out.violations.append(f"after recovery {t} does not verify (exit {v.rc}): "
                                       f"{'; '.join(said[-3:])[:300]}")
+    marks.append(("recovery", time.monotonic()))
     after = rig.names()
     for t in tags:
         img = after[f"{REPOSITORY}:{t}"]
@@ -417,5 +423,7 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
     dirs = sorted(set(rig.scratch_dirs()) - dirs_before)
     if dirs:
         out.violations.append(f"scratch directories left after recovery: {dirs}")
+    marks.append(("after", time.monotonic()))
+    out.phases = {name: round(t - prev, 1) for (name, t), prev in zip(marks, [t0] + [t for _, t in marks])}
     out.seconds = round(time.monotonic() - t0, 1)
     return out
