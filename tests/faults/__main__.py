@@ -13,30 +13,41 @@ and the host's Docker engine (`make setup`). ``make faults`` runs it with 500 fa
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import random
+import re
 import signal
 import sys
 import time
 from pathlib import Path
 
-from tests.faults.rig import Rig
+from tests.faults.rig import Rig, load_json_lines
 from tests.faults.trials import KINDS, calibrate, trial
 
 
-def table(outcomes: list[dict]) -> str:
-    """Markdown table: kind, trials, violations, recovered, seconds."""
-    rows = ["| fault kind | trials | fault struck mid-run | with a violation | recovered (next run green) "
-            "| seconds |", "|---|---:|---:|---:|---:|---:|"]
+def variant_counts(outcomes: list[dict]) -> str:
+    """``"11 SIGINT build, 9 SIGKILL build.py alone build, ..."``: the trials per variant,
+    most first, a variant's drawn numbers (the engine's time down, the bytes left free)
+    and "(no --test)" left out."""
+    names = [re.sub(r", down [\d.]+s| \(no --test\)|, \d+ B free", "", o["variant"]).strip()
+             for o in outcomes]
+    return ", ".join(f"{n} {name}" for name, n in collections.Counter(names).most_common())
 
-    def row(name: str, mine: list[dict]) -> str:
+
+def table(outcomes: list[dict]) -> str:
+    """Markdown table: kind, trials, struck, violations, recovered, seconds, variants."""
+    rows = ["| fault kind | trials | fault struck mid-run | with a violation | recovered (next run green) "
+            "| seconds | variants |", "|---|---:|---:|---:|---:|---:|---|"]
+
+    def row(name: str, mine: list[dict], variants: bool = True) -> str:
         return (f"| {name} | {len(mine)} | {sum(o.get('struck', True) for o in mine)} | "
                 f"{sum(bool(o['violations']) for o in mine)} | {sum(o['recovered'] for o in mine)} | "
-                f"{sum(o['seconds'] for o in mine):.0f} |")
+                f"{sum(o['seconds'] for o in mine):.0f} | {variant_counts(mine) if variants else ''} |")
 
     rows += [row(kind, [o for o in outcomes if o["kind"] == kind]) for kind in KINDS
              if any(o["kind"] == kind for o in outcomes)]
-    rows.append(row("all", outcomes))
+    rows.append(row("all", outcomes, variants=False))
     return "\n".join(rows)
 
 
@@ -49,7 +60,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=Path("/var/lib/stagecraft/stagecraft-faults/work"),
                     help="the project, scratch and state mount (reused between suite runs)")
     ap.add_argument("--minutes", type=float, default=0, help="stop starting trials after this many minutes")
+    ap.add_argument("--table", type=Path, nargs="+", metavar="JSONL",
+                    help="print the table of these runs' JSON lines (one seed per file or many) and exit; "
+                         "runs nothing")
     args = ap.parse_args(argv)
+    if args.table:
+        try:
+            outcomes = [o for path in args.table for o in load_json_lines(path, strict=True)]
+        except (OSError, ValueError) as exc:
+            print(f"faults: --table: {exc}; give the JSON lines files a suite run wrote (--out)",
+                  file=sys.stderr)
+            return 2
+        seeds = sorted({o.get("seed") for o in outcomes}, key=str)
+        print(f"{len(outcomes)} trial(s), seed(s) {', '.join(map(str, seeds))}")
+        print(table(outcomes))
+        return 0
     kinds = [k for k in args.kinds.split(",") if k]
     unknown = [k for k in kinds if k not in KINDS]
     if unknown or args.faults < 1:

@@ -513,5 +513,20 @@ class Rig:
         return load_record(self.state, image_id)
 
 
-def load_json_lines(path: Path) -> list[dict]:
-    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()] if path.exists() else []
+def load_json_lines(path: Path, strict: bool = False) -> list[dict]:
+    """The JSON objects of ``path``, one per non-empty line ([] when it does not exist).
+    With ``strict``, a missing file raises OSError and a line that is not a JSON object
+    ValueError naming the file and line."""
+    if not path.exists() and not strict:
+        return []
+    out = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                doc = json.loads(line)
+            except ValueError as exc:
+                raise ValueError(f"{path}:{number}: not JSON ({exc})") from None
+            if not isinstance(doc, dict) or not {"kind", "violations", "seconds"} <= doc.keys():
+                raise ValueError(f"{path}:{number}: not a trial's line (no kind, violations, seconds)")
+            out.append(doc)
+    return out

@@ -424,6 +424,6 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
     if dirs:
         out.violations.append(f"scratch directories left after recovery: {dirs}")
     marks.append(("after", time.monotonic()))
-    out.phases = {name: round(t - prev, 1) for (name, t), prev in zip(marks, [t0] + [t for _, t in marks])}
+    out.phases = {name: round(t - prev, 1) for (name, t), prev in zip(marks, [t0] + [t for _, t in marks[:-1]], strict=True)}
     out.seconds = round(time.monotonic() - t0, 1)
     return out

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 
 from stagecraft.buildreport import BuildReport, ImageResult
-from stagecraft.pipeline.buildrun import failure_line
 from stagecraft.containers import boot_id
+from stagecraft.pipeline.buildrun import failure_line
 from stagecraft.testing import TestResult
 
 
