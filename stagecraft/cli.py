@@ -379,7 +379,9 @@ def main(argv: list[str] | None = None) -> int:
             return _engine_gone(exc, args.journal)
         what = ("free space on its file system and run again" if exc.errno in (errno.ENOSPC, errno.EDQUOT)
                 else "check the path and its permissions")
-        print(one_line(f"failed: {exc.filename or ''}: {exc.strerror or exc}; {what}"), file=sys.stderr)
+        where = exc.filename or "a file of the run"  # statefile.named gives state writes theirs
+        print(one_line(f"failed: {where}: {exc.strerror or exc}; {args.journal.summary()}; {what}"),
+              file=sys.stderr)
         return EXIT_FAILED
     except Exception as exc:  # noqa: BLE001 - last resort: one line, never a traceback
         if _from_engine(exc):

@@ -18,7 +18,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from . import kernelfs
+from . import kernelfs, statefile
 
 
 def _target(path: str) -> Path:
@@ -81,6 +81,8 @@ def write_text(path: str, text: str) -> None:
             f.write(text)
         os.chmod(tmp, mode)
         _put(tmp, target, before)
+    except OSError as exc:
+        raise statefile.named(exc, target) from None
     finally:
         Path(tmp).unlink(missing_ok=True)
 

@@ -56,10 +56,23 @@ def write_atomic(path: Path, text: str | bytes, mode: int = 0o644) -> None:
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise named(exc, path) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     _sync_dir(path.parent)
+
+
+def named(exc: OSError, path: Path | str) -> OSError:
+    """``exc`` itself when it names a file, else the same error (errno, words, subclass:
+    ENOSPC stays ENOSPC) naming ``path``: a write or fsync on an open file, the usual
+    place a full disk is met, raises with no file name, and the one-line message would
+    not say where."""
+    if exc.filename is not None or exc.errno is None:
+        return exc
+    return OSError(exc.errno, exc.strerror, str(path))
 
 
 def write_json(path: Path, doc: Any, mode: int = 0o644) -> None:

@@ -152,7 +152,8 @@ class Run:
     out: str = ""
     err: str = ""
     seconds: float = 0.0
-    signalled: str = ""
+    signalled: str = ""  # the fault the run met: KILL, INT, engine, registry, disk, overlap
+    timed_out: bool = False  # killed by the suite past its timeout (a violation, whatever it met)
 
     def last_line(self) -> str:
         """The last non-empty line on stderr (what the user read last)."""
@@ -344,7 +345,7 @@ class Rig:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             run.out, run.err = proc.communicate()
-            run.signalled = run.signalled or "timeout"
+            run.timed_out = True
         run.rc, run.seconds = proc.returncode, time.monotonic() - t0
         return run
 
@@ -376,7 +377,7 @@ class Rig:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            run.signalled = "timeout"
+            run.timed_out = True
         for r in readers:
             r.join(timeout=30)
         run.out, run.err = "".join(out), "".join(err)
@@ -442,6 +443,11 @@ class Rig:
         """Every image id the engine holds (named or not)."""
         return {i.id for i in self.client.images.list(all=True)}
 
+    def state_temps(self) -> list[str]:
+        """Temporary files of an atomic write left in the state directory
+        (``.NAME.*.tmp``: statefile.write_atomic, outfile), relative to it."""
+        return sorted(str(p.relative_to(self.state)) for p in self.state.rglob(".*.tmp") if p != self.filler)
+
     def state_files(self) -> list[Path]:
         return [p for p in self.state.rglob("*") if p.is_file() and p != self.filler]
 
@@ -475,7 +481,11 @@ class Rig:
             if r.status_code != 200:
                 missing.append(f"{label} -> manifest {ref} (HTTP {r.status_code})")
                 return False
-            doc = r.json()
+            try:
+                doc = r.json()
+            except ValueError:
+                missing.append(f"{label} -> manifest {ref} is not JSON ({len(r.content)} bytes)")
+                return False
             whole = all([walk(repo, child["digest"], label) for child in doc.get("manifests") or []])
             for blob in [doc.get("config"), *(doc.get("layers") or [])]:
                 if blob and blob.get("digest"):

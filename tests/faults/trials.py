@@ -15,10 +15,12 @@ The five kinds (issue 24), each with its variants chosen at random per trial:
   started again), and started again; or, through the proxy, blob uploads answered HTTP 500 (a few times: transient; every time: down),
   held unanswered (hung) for 5 to 20 s, or cut after some bytes.
 - ``disk``: the state directory's or the engine's data root's file system filled so
-  that 0 to 2 MB (state) or 0 to 400 MB (engine) stay free, before a ``--test`` build.
+  that 1 KiB to 2 MiB (state) or 1 KiB to 32 MiB (engine) stay free, before the run
+  or (half the trials) at an instant drawn over it, so the last bytes go while it
+  writes: a stage export, a tag, a state write.
 - ``concurrent``: two ``--test`` builds at once on one engine and state directory, of
   the same tag or of the two tags (which share their base stage), the second started
-  0 to D s after the first.
+  0 to D s after the first (struck: the first still ran when the second started).
 
 Invariants after every fault (``check_names`` and friends): every name points at its
 image before or at a complete new one whose tests passed, never aliases split (except
@@ -29,8 +31,11 @@ JSON file of the state directory is whole and no test record claims a pass it di
 have; the registry serves every blob its tags reference; the run that ended said why in
 its last line (a Python traceback never). After the recovery run (the same command, no
 fault): it exited 0 with no manual step, built no stage that was complete before (the
-base), its names point at its tested image, what it pushed verifies (``build.py verify``:
-signature, SBOM, test record), and no container (any on the engine) or scratch directory is left.
+base), each tag and its alias point at the complete image its report gives (tested where
+it tests), the registry's tag and alias at one digest and what it pushed verifies
+(``build.py verify``: signature, SBOM, test record), and no container (any on the
+engine), scratch directory or atomic write's temporary file is left. A run the suite
+had to kill past 900 s is a violation whatever fault it met.
 """
 
 from __future__ import annotations
@@ -212,20 +217,31 @@ def _registry(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, tes
 def _disk(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test: bool) -> Injected:
     where = rng.choice(["state", "engine"])
     leave = int(2 ** rng.uniform(10, 21 if where == "state" else 25))  # 1 KiB to 2 or 32 MiB
-    filler = rig.fill(rig.state if where == "state" else data_disk(), leave)
+    # Half the trials fill it before the run; the others at an instant drawn over the
+    # run, so the last bytes go while it writes (a stage export, a tag, a state write).
+    mid = rng.random() < 0.5
+    instant = rng.uniform(0, cal["test" if test else "build"]) if mid else 0.0
+    root = rig.state if where == "state" else data_disk()
+    filler = None if mid else rig.fill(root, leave)
     try:
-        run = rig.run(*command(tag, False, rig, test=test))
+        proc, run, t0 = rig.start(rig.argv(*command(tag, False, rig, test=test)))
+        if mid and _wait_then(proc, instant):
+            filler = rig.fill(root, leave)
+            run.signalled = "disk"
+        run = rig.finish(proc, run, t0)
     finally:
-        filler.unlink(missing_ok=True)
-    return f"{where} full, {leave} B free", 0.0, [run]
+        if filler is not None:
+            filler.unlink(missing_ok=True)
+    return f"{where} full{' mid-run' if mid else ''}, {leave} B free", instant, [run]
 
 
 def _concurrent(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test: bool) -> Injected:
     other = rng.choice([tag, *[t for t in TAGS if t != tag]])
     instant = rng.uniform(0, cal["test" if test else "build"])
     p1, r1, t1 = rig.start(rig.argv(*command(tag, False, rig, test=test)))
-    _wait_then(p1, instant)
+    overlap = _wait_then(p1, instant)
     p2, r2, t2 = rig.start(rig.argv(*command(other, False, rig, test=test)))
+    r2.signalled = "overlap" if overlap and p1.poll() is None else ""  # the first still ran
     return ("same tag" if other == tag else "two tags", instant,
             [rig.finish(p1, r1, t1), rig.finish(p2, r2, t2)])
 
@@ -323,7 +339,7 @@ def check_message(kind: str, runs: list[Run]) -> list[str]:
             if not interpreter_start(run):
                 bad.append(f"traceback: {run.err.strip().splitlines()[-1][:160]}")
             continue
-        if run.signalled == "timeout":
+        if run.timed_out:
             bad.append("did not end within 900 s (killed by the suite)")
             continue
         if run.rc in (0, None) or run.signalled == "KILL":
@@ -352,6 +368,7 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
     images_before = rig.images()
     started = time.time() - 1  # file times have a coarse clock on some file systems
     containers_before, dirs_before = set(rig.containers()), set(rig.scratch_dirs())
+    temps_before = set(rig.state_temps())
     variant, instant, runs = INJECT[kind](rig, rng, cal, tag, test)
     marks.append(("fault", time.monotonic()))
     variant += "" if test or kind == "registry" else " (no --test)"
@@ -359,7 +376,9 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
                   [r.rc for r in runs], [r.last_line()[:200] for r in runs])
     if untidy:
         out.violations.append(f"before the trial, {untidy}")
-    timed = kind in ("signal", "engine") or variant.startswith("kill")
+    # Whether the fault met a run: a timed one only when the run still went at its
+    # instant; two runs only when the second started before the first ended.
+    timed = kind in ("signal", "engine", "concurrent") or variant.startswith("kill") or "mid-run" in variant
     out.struck = not timed or any(r.signalled for r in runs)
     if rig.engine_down():
         rig.restart_engine()
@@ -379,6 +398,7 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
     push = kind == "registry" or any("--push" in r.argv for r in runs)
     tags = sorted({tag, *[r.argv[r.argv.index("--tag") + 1] for r in runs]})
     expected: set = set()
+    recovered: dict[str, str | None] = {}  # tag -> the image the recovery run reports for it
     for t in tags:
         rec = rig.run(*command(t, push, rig, json_out=True, test=test))
         out.recovery_rc = rec.rc if out.recovery_rc in (None, 0) else out.recovery_rc
@@ -387,6 +407,7 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
             out.violations.append(f"recovery run of {t} exited {rec.rc}: {rec.last_line()[:200]}")
             continue
         report = json.loads(rec.out)
+        recovered[t] = next((i.get("image_id") for i in report.get("images", []) if i.get("tag") == t), None)
         stages = report.get("stages") or []
         stages = list(stages.values()) if isinstance(stages, dict) else stages
         expected |= {v.get("image_id") for v in stages} | {i.get("image_id") for i in report.get("images", [])}
@@ -402,6 +423,20 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
                                       f"{'; '.join(said[-3:])[:300]}")
     marks.append(("recovery", time.monotonic()))
     after = rig.names()
+    for t, image_id in recovered.items():  # the names at what the recovery run made, whole
+        for ref in (f"{REPOSITORY}:{t}", f"{REPOSITORY}:{TAGS[t]}"):
+            if after[ref] != image_id:
+                out.violations.append(f"after recovery {ref} -> {str(after[ref])[7:19]}, not the "
+                                      f"recovery run's image {str(image_id)[7:19]}")
+        if image_id and not rig.image_complete(image_id):
+            out.violations.append(f"after recovery {t} -> incomplete image {image_id[7:19]}")
+    if push and out.recovery_rc == 0:  # in the registry too, a tag and its alias together
+        pushed = rig.registry_tags()
+        for t in tags:
+            tag_ref, alias_ref = f"{REPOSITORY}:{t}", f"{REPOSITORY}:{TAGS[t]}"
+            if pushed.get(tag_ref) != pushed.get(alias_ref) or not pushed.get(tag_ref, "").startswith("sha256:"):
+                out.violations.append(f"after recovery the registry has {tag_ref} -> {pushed.get(tag_ref)}, "
+                                      f"{alias_ref} -> {pushed.get(alias_ref)}")
     for t in tags:
         img = after[f"{REPOSITORY}:{t}"]
         try:
@@ -420,6 +455,9 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
     left = sorted(set(rig.containers()) - containers_before)
     if left:
         out.violations.append(f"containers left after recovery: {left}")
+    temps = sorted(set(rig.state_temps()) - temps_before)
+    if temps:
+        out.violations.append(f"temporary files left in the state directory after recovery: {temps}")
     dirs = sorted(set(rig.scratch_dirs()) - dirs_before)
     if dirs:
         out.violations.append(f"scratch directories left after recovery: {dirs}")

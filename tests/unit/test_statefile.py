@@ -84,3 +84,45 @@ def test_a_directory_is_unreadable_not_an_oserror_about_a_descriptor(tmp_path):
     (tmp_path / "rec.json").mkdir()
     with pytest.raises(statefile.Unreadable, match="not a regular file"):
         statefile.read_json(tmp_path / "rec.json")
+
+
+# A child whose files may not grow past 16 bytes (RLIMIT_FSIZE, SIGXFSZ ignored): its
+# writes then fail as on a full disk, from write(2) on an open file, with no file name.
+_TOO_BIG = """
+import errno, json, resource, signal, sys
+from stagecraft import statefile
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (16, 16))
+try:
+    statefile.write_json(__import__("pathlib").Path(sys.argv[1]), {"k": "x" * 4096})
+except OSError as exc:
+    print(json.dumps([exc.errno, exc.filename, str(exc)]))
+"""
+
+
+def test_a_write_that_fails_names_the_state_file_and_keeps_the_old_one(tmp_path):
+    """Found by the fault suite (a state directory filled mid-run): the run's last line
+    was ``failed: : No space left on device`` with no place, as write(2) and fsync(2) on
+    an open file raise without a file name. The error now names the file; the old
+    content and the directory stay as they were."""
+    import errno
+    import subprocess
+    import sys
+
+    p = tmp_path / "rec.json"
+    p.write_text("{}\n")
+    done = subprocess.run([sys.executable, "-c", _TOO_BIG, str(p)], capture_output=True, text=True,
+                          timeout=60, cwd=os.path.dirname(os.path.dirname(statefile.__file__)))
+    assert done.returncode == 0, done.stderr
+    code, filename, words = json.loads(done.stdout)
+    assert code == errno.EFBIG and filename == str(p) and str(p) in words
+    assert p.read_text() == "{}\n" and sorted(x.name for x in tmp_path.iterdir()) == ["rec.json"]
+
+
+def test_named_keeps_an_error_that_has_a_name():
+    import errno
+
+    err = FileNotFoundError(errno.ENOENT, "No such file or directory", "/a")
+    assert statefile.named(err, "/b") is err
+    full = statefile.named(OSError(errno.ENOSPC, "No space left on device"), "/s/x.json")
+    assert (full.errno, full.filename) == (errno.ENOSPC, "/s/x.json")
