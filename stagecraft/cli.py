@@ -333,6 +333,39 @@ def _terminate(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+REDELIVER_S = 0.05  # a swallowed Ctrl-C comes again this long after (s)
+
+
+def redeliver_swallowed_interrupts() -> None:
+    """Make a Ctrl-C (or SIGTERM) that a finalizer swallowed come again.
+
+    Python runs a signal's handler at the next bytecode of the main thread, wherever that
+    is; when it is inside a ``__del__`` or a weakref callback (a socket, a subprocess, a
+    temporary file being collected), the KeyboardInterrupt it raises cannot propagate:
+    CPython prints "Exception ignored in ... KeyboardInterrupt" and goes on, and the run
+    finishes as if no Ctrl-C had come (the fault suite met it: a SIGINT 3.3 s into a
+    build, exit 0). This hook (``sys.unraisablehook``, Python docs) takes such an
+    interrupt quietly and sends SIGINT to this process again ``REDELIVER_S`` later from
+    another thread, by when the finalizer has ended, so the run stops and says so. Any
+    other unraisable exception goes to the hook that was there before."""
+    import threading
+
+    previous = sys.unraisablehook
+    if getattr(previous, "stagecraft_redelivers", False):
+        return  # installed by an earlier main() in this process
+
+    def hook(unraisable: Any) -> None:
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            again = threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signal.SIGINT))
+            again.daemon = True  # never holds the interpreter's exit (SIGINT is ignored by then)
+            again.start()
+            return
+        previous(unraisable)
+
+    hook.stagecraft_redelivers = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
+
+
 def _from_engine(exc: BaseException) -> bool:
     """Whether ``exc`` came from talking to the engine (the docker SDK, or requests and
     urllib3 under it: a connection refused or cut when the engine stopped mid-run)."""
@@ -359,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     try:  # the handler is set inside: a Ctrl-C meeting signal.signal's own check is handled
         try:
             signal.signal(signal.SIGTERM, _terminate)  # a supervisor's stop is handled as Ctrl-C
+            redeliver_swallowed_interrupts()
         except ValueError:  # not the main thread (embedded use): leave signals alone
             pass
         argcheck.check(args)  # every option and file, before any network, engine or write
