@@ -58,6 +58,8 @@ def write_atomic(path: Path, text: str | bytes, mode: int = 0o644) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
+        if exc.filename == tmp:  # chmod or rename of the temporary file: name the state file
+            exc = OSError(exc.errno, exc.strerror, str(path)) if exc.errno is not None else exc
         raise named(exc, path) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -66,10 +68,11 @@ def write_atomic(path: Path, text: str | bytes, mode: int = 0o644) -> None:
 
 
 def named(exc: OSError, path: Path | str) -> OSError:
-    """``exc`` itself when it names a file, else the same error (errno, words, subclass:
-    ENOSPC stays ENOSPC) naming ``path``: a write or fsync on an open file, the usual
-    place a full disk is met, raises with no file name, and the one-line message would
-    not say where."""
+    """``exc`` itself when it names a file (or has no errno), else an OSError of the same
+    errno and words naming ``path`` (Python maps the errno to its built-in subclass:
+    EACCES gives PermissionError; a subclass of its own is not kept): a write or fsync on
+    an open file, the usual place a full disk is met, raises with no file name, and the
+    one-line message would not say where."""
     if exc.filename is not None or exc.errno is None:
         return exc
     return OSError(exc.errno, exc.strerror, str(path))

@@ -126,3 +126,4 @@ def test_named_keeps_an_error_that_has_a_name():
     assert statefile.named(err, "/b") is err
     full = statefile.named(OSError(errno.ENOSPC, "No space left on device"), "/s/x.json")
     assert (full.errno, full.filename) == (errno.ENOSPC, "/s/x.json")
+
