@@ -50,14 +50,14 @@ import errno
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from . import argcheck
 from .catalog.cli import options as _catalog_options
 from .errors import EXIT_FAILED, EXIT_INPUT, BuildError, InputError
+from .interrupts import redelivered_interrupts, terminate
 from .pipeline import commands
 from .safetext import one_line
 from .scratch import run_scratch
@@ -330,55 +330,6 @@ command("catalog", "a static site of every tag: contents, hardware, which tag fi
         _selection, _repository, _registry, _state, _json, _catalog_options)(commands.catalog)
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, handled as Ctrl-C (every ``except KeyboardInterrupt`` takes it); carries
-    its signal so that one a finalizer swallowed is sent again as itself."""
-
-    signum = signal.SIGTERM
-
-
-def _terminate(signum: int, frame: Any) -> None:
-    raise Terminated
-
-
-REDELIVER_S = 0.05  # a swallowed Ctrl-C or SIGTERM comes again this long after (s)
-
-
-@contextmanager
-def redelivered_interrupts() -> Iterator[None]:
-    """Inside the block, a Ctrl-C or SIGTERM that a finalizer swallowed comes again.
-
-    Python runs a signal's handler at the next bytecode of the main thread, wherever that
-    is; when it is inside a ``__del__`` or a weakref callback (a socket, a subprocess, a
-    temporary file being collected), the KeyboardInterrupt it raises cannot propagate:
-    CPython prints "Exception ignored in ... KeyboardInterrupt" and goes on, and the run
-    finishes as if no signal had come (the fault suite met it: a SIGINT 3.3 s into a
-    build, exit 0). The block's ``sys.unraisablehook`` (Python docs) takes such an
-    interrupt quietly and sends its signal (SIGINT, or SIGTERM for ``Terminated``) to
-    this process again ``REDELIVER_S`` later from a timer thread, by when the finalizer
-    has ended, so the run stops and says so. Any other unraisable exception goes to the
-    hook that was there before, which the block puts back. Left open: a second signal
-    inside the hook's own few microseconds is printed and lost with the first."""
-    import threading
-
-    previous = sys.unraisablehook
-
-    def hook(unraisable: Any) -> None:
-        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
-            sig = getattr(unraisable.exc_type, "signum", signal.SIGINT)
-            again = threading.Timer(REDELIVER_S, os.kill, (os.getpid(), sig))
-            again.daemon = True  # never holds the interpreter's exit
-            again.start()
-            return
-        previous(unraisable)
-
-    sys.unraisablehook = hook
-    try:
-        yield
-    finally:
-        sys.unraisablehook = previous
-
-
 def _from_engine(exc: BaseException) -> bool:
     """Whether ``exc`` came from talking to the engine (the docker SDK, or requests and
     urllib3 under it: a connection refused or cut when the engine stopped mid-run)."""
@@ -404,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     try:  # the handler is set inside: a Ctrl-C meeting signal.signal's own check is handled
         try:
-            signal.signal(signal.SIGTERM, _terminate)  # a supervisor's stop is handled as Ctrl-C
+            signal.signal(signal.SIGTERM, terminate)  # a supervisor's stop is handled as Ctrl-C
         except ValueError:  # not the main thread (embedded use): leave signals alone
             pass
         argcheck.check(args)  # every option and file, before any network, engine or write

@@ -1,4 +1,4 @@
-"""A Ctrl-C or SIGTERM that a finalizer swallowed comes again (stagecraft.cli.redelivered_interrupts).
+"""A Ctrl-C or SIGTERM that a finalizer swallowed comes again (stagecraft/interrupts.py).
 
 Found by the fault suite (seed 20261343, trial 30): a SIGINT 3.3 s into a build met
 Python inside a ``__del__``; CPython printed "Exception ignored in ... KeyboardInterrupt"
@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from stagecraft import cli
+from stagecraft import cli, interrupts
 
 ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = """
 import contextlib, json, os, signal, sys, time
-from stagecraft import cli
-signal.signal(signal.SIGTERM, cli._terminate)
+from stagecraft import interrupts
+signal.signal(signal.SIGTERM, interrupts.terminate)
 sig = getattr(signal, sys.argv[2])
 class Collected:
     def __del__(self):
@@ -33,7 +33,7 @@ class Collected:
             pass
 outcome = "went on"
 try:
-    with cli.redelivered_interrupts() if sys.argv[1] == "hook" else contextlib.nullcontext():
+    with interrupts.redelivered_interrupts() if sys.argv[1] == "hook" else contextlib.nullcontext():
         obj = Collected()
         del obj
         end = time.monotonic() + 5
@@ -82,7 +82,7 @@ def test_other_unraisable_exceptions_reach_the_previous_hook_and_it_is_put_back(
     before = sys.unraisablehook
     sys.unraisablehook = seen.append
     try:
-        with cli.redelivered_interrupts():
+        with interrupts.redelivered_interrupts():
             assert sys.unraisablehook is not seen.append
 
             class C:
