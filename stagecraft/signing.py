@@ -65,9 +65,19 @@ def _run(argv: list[str], what: str, env: dict[str, str] | None = None,
                           env={**os.environ, **(env or {})}, timeout=300)
 
 
+LAST_CHARS = 300  # of a tool's last line in a message
+
+
 def _last(proc: subprocess.CompletedProcess) -> str:
+    """The tool's last line, its end kept when it is long: cosign and oras are Go, whose
+    errors wrap outward ("signing REF: getting remote image: Put URL: dial tcp ADDR:
+    connect: connection refused"), so the cause is the end (the fault suite met one cut
+    before it: the engine and its registry killed during a push's attest)."""
     lines = (proc.stderr + proc.stdout).strip().splitlines()
-    return lines[-1][:300] if lines else f"exit {proc.returncode}"
+    if not lines:
+        return f"exit {proc.returncode}"
+    line = lines[-1]
+    return line if len(line) <= LAST_CHARS else "..." + line[-(LAST_CHARS - 3):]
 
 
 def public_key(cosign: str, key: Path, where: str = "--sign-key") -> str:

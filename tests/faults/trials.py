@@ -461,6 +461,8 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
     dirs = sorted(set(rig.scratch_dirs()) - dirs_before)
     if dirs:
         out.violations.append(f"scratch directories left after recovery: {dirs}")
+    if out.violations:  # what the runs said, for the one who looks into it
+        out.notes += [f"stderr of {' '.join(r.argv[2:4])}: ...{r.err[-1500:]}" for r in runs]
     marks.append(("after", time.monotonic()))
     out.phases = {name: round(t - prev, 1) for (name, t), prev in zip(marks, [t0] + [t for _, t in marks[:-1]], strict=True)}
     out.seconds = round(time.monotonic() - t0, 1)
