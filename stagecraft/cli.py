@@ -59,7 +59,7 @@ from .catalog.cli import options as _catalog_options
 from .errors import EXIT_FAILED, EXIT_INPUT, BuildError, InputError
 from .interrupts import redelivered_interrupts, terminate
 from .pipeline import commands
-from .safetext import one_line
+from .safetext import cut_start, one_line
 from .scratch import run_scratch
 from .tagging import TagJournal
 
@@ -338,9 +338,18 @@ def _from_engine(exc: BaseException) -> bool:
 
 def _engine_gone(exc: BaseException, journal: TagJournal) -> int:
     """One line for an engine that stopped answering mid-run (killed, restarted, its
-    socket gone): what failed, what the names are, what to do. Returns the exit code."""
+    socket gone), or that answered with an error (an APIError: its own words, their end
+    kept, e.g. a full data root): what failed, what the names are, what to do. Returns
+    the exit code."""
+    said, code = str(getattr(exc, "explanation", "") or ""), getattr(exc, "status_code", None)
+    if said and code:  # docker.errors.APIError: it answered
+        what = ("free space on the engine's data root (`docker system df`) and run the same command"
+                if "no space left on device" in said.lower() else "run the same command")
+        print(one_line(f"failed: the Docker engine refused a request ({code}: {cut_start(said, 240)}); "
+                       f"{journal.summary()}; {what}"), file=sys.stderr)
+        return EXIT_FAILED
     print(one_line(f"failed: the Docker engine stopped answering ({type(exc).__name__}: "
-                   f"{str(exc)[:200]}); {journal.summary()}; when `docker info` answers again, "
+                   f"{cut_start(str(exc), 200)}); {journal.summary()}; when `docker info` answers again, "
                    "run the same command: complete stages are reused"), file=sys.stderr)
     return EXIT_FAILED
 

@@ -24,6 +24,7 @@ from .buildpath import Builder, build_argv, buildx_facts, detect_builder
 from .capabilities import EngineFacts
 from .errors import BuildError, InputError
 from .layoutload import load_layout
+from .safetext import cut_start
 
 
 class Engine:
@@ -434,4 +435,4 @@ class Engine:
 
 def _short(exc: Exception) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text[:200]
+    return cut_start(text, 200)  # an engine's error wraps outward: the cause is its end

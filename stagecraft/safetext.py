@@ -87,6 +87,13 @@ def cut(text: str, limit: int = 200) -> str:
 MAX_LINE = 2000
 
 
+def cut_start(text: str, limit: int = 300) -> str:
+    """``text`` at most ``limit`` characters, its end kept: for a Go tool's or engine's
+    error, which wraps outward ("creating X: preparing Y: mkdir Z: no space left on
+    device"), so the cause is the end."""
+    return text if len(text) <= limit else "..." + text[-(limit - 3):]
+
+
 def one_line(text: str, limit: int = MAX_LINE) -> str:
     """``text`` as a single bounded line: unsafe characters written as ``\\uXXXX``
     escapes, and at most ``limit`` characters (a cut says so)."""

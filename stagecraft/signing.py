@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BuildError, InputError
+from .safetext import cut_start
 
 TEST_RECORD_TYPE = "https://stagecraft.dev/attestations/test-record/v1"
 SBOM_ARTIFACT_TYPE = "application/vnd.cyclonedx+json"
@@ -74,10 +75,7 @@ def _last(proc: subprocess.CompletedProcess) -> str:
     connect: connection refused"), so the cause is the end (the fault suite met one cut
     before it: the engine and its registry killed during a push's attest)."""
     lines = (proc.stderr + proc.stdout).strip().splitlines()
-    if not lines:
-        return f"exit {proc.returncode}"
-    line = lines[-1]
-    return line if len(line) <= LAST_CHARS else "..." + line[-(LAST_CHARS - 3):]
+    return cut_start(lines[-1], LAST_CHARS) if lines else f"exit {proc.returncode}"
 
 
 def public_key(cosign: str, key: Path, where: str = "--sign-key") -> str:
