@@ -94,6 +94,15 @@ def cut_start(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else "..." + text[-(limit - 3):]
 
 
+def cut_middle(text: str, limit: int = 400) -> str:
+    """``text`` at most ``limit`` characters, its start (what failed) and end (a wrapped
+    error's cause) kept, the middle cut."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 3) // 3
+    return text[:head] + "..." + text[-(limit - 3 - head):]
+
+
 def one_line(text: str, limit: int = MAX_LINE) -> str:
     """``text`` as a single bounded line: unsafe characters written as ``\\uXXXX``
     escapes, and at most ``limit`` characters (a cut says so)."""

@@ -17,6 +17,7 @@ from ..plan import Plan, up_to_stage
 from ..preflight import missing_wheels, unreachable, wheel_pins
 from ..publish import resolve_registry
 from ..reproduce import verify_plan
+from ..safetext import cut_middle
 from ..summary import summary_notes
 from ..testing import check_tools
 from . import pushrun, testrun, views
@@ -106,11 +107,11 @@ def push_cause(push: dict[str, Any]) -> str:
     (``RunManifest.to_json``): the run's own error (signing, an interrupted run), else
     the first reference, tag before alias, that failed, with its error."""
     if push.get("error"):
-        return str(push["error"])[:300]
+        return cut_middle(str(push["error"]))
     for img in push.get("images") or []:
         for ref in [img.get("push") or {}, *(img.get("aliases") or [])]:
             if ref.get("status") != "pushed" and ref.get("error"):
-                return f"{ref.get('ref', '?')}: {str(ref['error'])[:300]}"
+                return f"{ref.get('ref', '?')}: {cut_middle(str(ref['error']))}"
     return "the push did not finish (above: which reference and why)"
 
 

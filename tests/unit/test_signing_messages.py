@@ -47,3 +47,16 @@ def test_a_short_tool_error_is_whole(tmp_path):
     with pytest.raises(BuildError) as got:
         signing.sign_pushed(tools, tmp_path / "cosign.key", REF, sbom, record, insecure=True)
     assert str(got.value).endswith("failed: Error: unexpected status 500")
+
+
+def test_the_push_line_keeps_what_failed_and_its_cause():
+    """Found by the CI subset of the fault suite (seed 1796586866): the push's line was
+    cut at 300 characters from its start, so `attest of REF failed: ...` lost the end
+    of cosign's words, where the cause is."""
+    from stagecraft.pipeline.buildrun import push_cause
+
+    error = f"attest of {REF} failed: ...{COSIGN_ERROR[-297:]}"
+    said = push_cause({"error": error})
+    assert said.startswith(f"attest of {REF[:60]}") and said.endswith("connect: connection refused")
+    ref = {"ref": "r:1", "status": "failed", "error": error}
+    assert push_cause({"images": [{"push": ref}]}).endswith("connection refused")
