@@ -142,7 +142,9 @@ def _bootstrap(engine: Engine, base: BaseImage, log: Callable[[str], None]) -> s
                                  f"run scripts/setup.sh with STAGECRAFT_PLATFORMS={base.platform} "
                                  "(installs qemu-user-static and registers it)")
     log(f"base {base.name}: debootstrap {base.variant} {base.suite} ({base.arch}) from {base.mirror}")
-    with tempfile.TemporaryDirectory(prefix="stagecraft-rootfs-") as tmp:
+    # A cleanup that fails (a file written as the run was stopped) must not hide why the
+    # run stopped; the run's scratch sweep removes what is left.
+    with tempfile.TemporaryDirectory(prefix="stagecraft-rootfs-", ignore_cleanup_errors=True) as tmp:
         tarball = bootstrap_rootfs(base, Path(tmp))
         repo, tag = base.ref.rsplit(":", 1)
         image_id = engine.import_tarball(tarball, repo, tag,
@@ -152,6 +154,15 @@ def _bootstrap(engine: Engine, base: BaseImage, log: Callable[[str], None]) -> s
     log(f"base {base.name}: imported as {base.ref}")
     return image_id
 
+
+# debootstrap mounts /proc (and, in a container, /dev and /sys binds) inside the rootfs
+# and runs dpkg in a chroot; killed mid-way (Ctrl-C, SIGTERM, a failure of the run) it
+# would leave those mounts on the host and its children writing. In a mount and PID
+# namespace of its own (util-linux unshare), its mounts and processes end with it:
+# --kill-child sends SIGKILL to its first process when unshare ends, which ends every
+# process of the namespace (pid_namespaces(7)), and the mounts go with the namespace.
+_ALONE = ("unshare", "--mount", "--propagation", "private", "--pid", "--fork",
+          "--kill-child=SIGKILL")
 
 # Files that record when or on which machine the rootfs was made, not what it holds.
 _VOLATILE = ("var/log", "var/cache/ldconfig/aux-cache", "var/cache/debconf/*-old",
@@ -177,7 +188,8 @@ def bootstrap_rootfs(base: BaseImage, workdir: Path) -> Path:
     env = dict(os.environ)
     if base.source_date_epoch:
         env["SOURCE_DATE_EPOCH"] = str(base.source_date_epoch)
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    proc = subprocess.run([*_ALONE, *cmd] if shutil.which("unshare") else cmd,
+                          capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
         raise BuildError(f"debootstrap {base.suite} failed: {' | '.join(tail)}")
