@@ -14,8 +14,13 @@ the secret is the host's CA bundle, as builds get it. Variants (what follows the
 
 - plain: ``--output type=image`` (the image exporter unpacks into the engine; no
   timestamp rewrite): the price to match.
-- layout: what Engine.build does for a reproducible build today: ``type=oci,tar=false,
-  rewrite-timestamp=true`` to a directory, then ``tar | docker load``.
+- layout: what Engine.build did for a reproducible build before the steps fixed their
+  file times: ``type=oci,tar=false,rewrite-timestamp=true`` to a directory, then
+  ``tar | docker load``.
+- fixed: what Engine.build does now (stagecraft/steptimes.py): ``type=oci,tar=false``
+  (no rewrite pass: every RUN fixed its file times), the check that no entry of a layer
+  above the base is newer than the epoch (``check_s``, ``newer``: what it found), then
+  ``tar | docker load``.
 - stream: ``type=docker,dest=-,rewrite-timestamp=true`` piped straight into
   ``docker load`` (no layout on disk).
 - nounpack: ``type=image,rewrite-timestamp=true,unpack=false`` (into the engine's
@@ -48,7 +53,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-VARIANTS = ("plain", "layout", "stream", "nounpack", "zstd")
+sys.path.insert(0, str(ROOT))
+from stagecraft.steptimes import from_images, newer_entries  # noqa: E402
+
+VARIANTS = ("plain", "layout", "fixed", "stream", "nounpack", "zstd")
 _VERTEX = re.compile(r"^#(\d+) (.*)$")
 _DONE = re.compile(r"^DONE (\d+(?:\.\d+)?)s$")
 _PHASE = re.compile(r"^(.*?) (\d+(?:\.\d+)?)s done$")
@@ -105,8 +113,9 @@ def _timed(argv: list[str], start: float, out: list[tuple[float, str]],
 
 def run_variant(variant: str, dockerfile: Path, stage: str, epoch: int, work: Path) -> dict:
     """One cold build of ``stage`` exported the ``variant`` way. Returns the parse plus
-    ``wall_s``, ``load_s`` (the separate ``docker load``, layout only) and ``export_s``
-    (s). Raises RuntimeError with the log's tail when a command fails."""
+    ``wall_s``, ``load_s`` (the separate ``docker load``, layout routes only),
+    ``check_s`` and ``newer`` (fixed only) and ``export_s`` (s). Raises RuntimeError with
+    the log's tail when a command fails."""
     name = f"stagecraft-i23-export/{stage}:{variant}"
     base = ["docker", "buildx", "build", "--no-cache", "--progress=plain", "--provenance=false",
             "--target", stage, "-f", str(dockerfile), "--build-arg", f"SOURCE_DATE_EPOCH={epoch}",
@@ -118,11 +127,13 @@ def run_variant(variant: str, dockerfile: Path, stage: str, epoch: int, work: Pa
         "stream": "type=docker,dest=-,rewrite-timestamp=true",
         "nounpack": f"type=image,name={name},rewrite-timestamp=true,unpack=false",
         "zstd": f"type=oci,dest={layout},tar=false,rewrite-timestamp=true,compression=zstd,force-compression=true",
+        "fixed": f"type=oci,dest={layout},tar=false",
     }
     argv = [*base, "--output", outputs[variant], str(ROOT)]
     lines: list[tuple[float, str]] = []
     start = time.monotonic()
-    load_s = 0.0
+    load_s = check_s = 0.0
+    newer: list = []
     if variant == "stream":
         load = subprocess.Popen(["docker", "load"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
         proc = _timed(argv, start, lines, stdout=load.stdin)
@@ -133,7 +144,11 @@ def run_variant(variant: str, dockerfile: Path, stage: str, epoch: int, work: Pa
     else:
         proc = _timed(argv, start, lines)
         rc = proc.wait()
-        if rc == 0 and variant in ("layout", "zstd"):
+        if rc == 0 and variant == "fixed":
+            t0 = time.monotonic()
+            newer = [vars(e) for e in newer_entries(layout, epoch, _base_layers(dockerfile))]
+            check_s = time.monotonic() - t0
+        if rc == 0 and variant in ("layout", "zstd", "fixed"):
             t0 = time.monotonic()
             tar = subprocess.Popen(["tar", "-C", str(layout), "-cf", "-", "."], stdout=subprocess.PIPE)
             rc = subprocess.run(["docker", "load"], stdin=tar.stdout, stdout=subprocess.DEVNULL).returncode
@@ -148,7 +163,17 @@ def run_variant(variant: str, dockerfile: Path, stage: str, epoch: int, work: Pa
         tail = "".join(line for _, line in lines[-15:])
         raise RuntimeError(f"{stage}/{variant}: exit {rc}\n{tail}")
     return {**got, "variant": variant, "stage": stage, "wall_s": round(wall, 2),
-            "load_s": round(load_s, 2), "export_s": round(wall - got["last_step_at"], 2)}
+            "load_s": round(load_s, 2), "check_s": round(check_s, 2), "newer": newer,
+            "export_s": round(wall - got["last_step_at"], 2)}
+
+
+def _base_layers(dockerfile: Path) -> set[str]:
+    """The diff ids of the rendered Dockerfile's first FROM image (the bootstrapped base:
+    its layers are not the build's)."""
+    ref = from_images(dockerfile.read_text())[0]
+    out = subprocess.run(["docker", "image", "inspect", "--format", "{{json .RootFS.Layers}}", ref],
+                         capture_output=True, text=True, check=True).stdout
+    return set(json.loads(out))
 
 
 def table(runs: list[dict]) -> str:

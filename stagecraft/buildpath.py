@@ -111,19 +111,20 @@ def buildx_facts(builder: Builder) -> tuple[str, dict[str, str]]:
 def build_argv(builder: Builder, dockerfile: Path, context: Path, iidfile: Path, *,
                secrets: dict[str, Path], build_args: dict[str, str],
                extra_args: Iterable[str], source_date_epoch: int, layout: Path | None,
-               provenance: bool, metadata: Path) -> list[str]:
+               provenance: bool, metadata: Path, rewrite_timestamps: bool = False) -> list[str]:
     """The command line of one BuildKit build (``Engine.build`` documents the options).
 
     ``layout``: export to that OCI layout directory instead of loading into the engine,
-    with ``rewrite-timestamp=true`` when ``source_date_epoch`` (seconds; 0: none) is set,
-    and BuildKit's minimal SLSA provenance when ``provenance``. ``metadata``: buildx's
+    with ``rewrite-timestamp=true`` when ``rewrite_timestamps`` and ``source_date_epoch``
+    (seconds; 0: none) is set, and BuildKit's minimal SLSA provenance when
+    ``provenance``. ``metadata``: buildx's
     metadata file (a classic client has none). A build argument whose value is the
     environment's own is passed by name only. Pure but for reading ``os.environ``.
     """
     head = list(builder.argv)
     if layout is not None:
         opts = f"type=oci,dest={layout},tar=false"
-        if source_date_epoch:
+        if source_date_epoch and rewrite_timestamps:
             opts += ",rewrite-timestamp=true"
         head = [a for a in head if a != "--load"] + ["--output", opts]
         if provenance:

@@ -18,7 +18,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from . import platforms, retry
+from . import platforms, retry, steptimes
 from .buildlog import LOST_RE, BuildLog, failure_reason, step_started
 from .buildpath import Builder, build_argv, buildx_facts, detect_builder
 from .capabilities import EngineFacts
@@ -85,6 +85,13 @@ class Engine:
             return self.client.api.inspect_image(ref)
         except docker.errors.DockerException as exc:
             raise BuildError(f"cannot inspect {ref}: {_short(exc)}") from None
+
+    def _layers(self, ref: str) -> list[str]:
+        """The diff ids of local image ``ref`` (``RootFS.Layers``); [] when it is not here."""
+        try:
+            return list(self.client.api.inspect_image(ref)["RootFS"]["Layers"])
+        except (docker.errors.DockerException, KeyError, TypeError):
+            return []
 
     def tag(self, image_id: str, ref: str) -> None:
         """Point ``ref`` (``repo:tag``) at ``image_id``. Raises BuildError."""
@@ -171,47 +178,56 @@ class Engine:
         SOURCE_DATE_EPOCH`` gives it to its RUN steps: Python then writes hash-based
         .pyc files, shadow's useradd dates the account with it).
 
-        Where ``rewrites_timestamps`` holds (BuildKit 0.13 through buildx with the
-        containerd image store), a build with an epoch is exported with
-        ``rewrite-timestamp=true``, so file times in new layers, the config and the
-        history are clamped to it (BuildKit's docs/build-repro.md); and a build given a
-        ``provenance_dir`` gets BuildKit's SLSA provenance (``--provenance=mode=min``),
-        kept as ``<provenance_dir>/<manifest digest hex>.intoto.json`` (the in-toto
-        statement; its subject is the image's manifest digest). BuildKit 0.13 refuses
-        rewrite-timestamp where it unpacks into the engine ('exporter option
-        "rewrite-timestamp" conflicts with "unpack"', moby/buildkit#4057), so such a
-        build is exported as an OCI layout (``load_layout``) and loaded; the image the
-        engine gets is the image manifest itself, not an index with the attestation, so
-        its id is the same for every build of the same inputs. Raises ``BuildError``
-        naming the log on failure.
+        Where ``rewrites_timestamps`` holds (BuildKit 0.13, buildx, the containerd image
+        store), a build with an epoch gets file times in its new layers, its config and
+        history at or before it (docs/build-repro.md), one with a ``provenance_dir``
+        BuildKit's SLSA provenance, kept as ``<provenance_dir>/<manifest hex>.intoto.json``;
+        it is exported as an OCI layout and loaded (``load_layout``: the engine gets the
+        image manifest, not an index with the attestation, so its id does not depend on
+        the build's time). The steps fix layer times (``steptimes``): ``rewrite-timestamp``
+        is used where the layout shows an entry newer than the epoch (exported again), or
+        at once for a Dockerfile with COPY or ADD. Raises ``BuildError`` naming the log.
         """
         layout = None
+        rewrite = False
         if (source_date_epoch or provenance_dir) and self.rewrites_timestamps:
             layout = iidfile.with_name(iidfile.name + ".oci")
+            text = dockerfile.read_text(encoding="utf-8")
+            rewrite = bool(source_date_epoch) and steptimes.makes_dated_layers(text)
         metadata = iidfile.with_name(iidfile.name + ".metadata.json")
-        argv = build_argv(self.builder, dockerfile, context, iidfile, secrets=secrets,
-                          build_args=build_args or {}, extra_args=extra_args,
-                          source_date_epoch=source_date_epoch, layout=layout,
-                          provenance=provenance_dir is not None, metadata=metadata)
-        rc, tail = self._run_logged(argv, log_path, progress, on_step)
-        if rc != 0 or not iidfile.exists():
-            self._raise_failed(rc, tail, log_path)
-        if layout is not None:
-            try:
-                return load_layout(self.builder, layout, log_path, provenance_dir, self.image_id,
-                                   self.answers)
-            finally:
+
+        def run(rewrite: bool, append: bool = False) -> None:
+            argv = build_argv(self.builder, dockerfile, context, iidfile, secrets=secrets,
+                              build_args=build_args or {}, extra_args=extra_args,
+                              source_date_epoch=source_date_epoch, layout=layout,
+                              rewrite_timestamps=rewrite, provenance=provenance_dir is not None,
+                              metadata=metadata)
+            rc, tail = self._run_logged(argv, log_path, progress, on_step, append)
+            if rc != 0 or not iidfile.exists():
+                self._raise_failed(rc, tail, log_path)
+
+        run(rewrite)
+        if layout is None:
+            return self._built_id(iidfile.read_text().strip(), metadata)
+        try:
+            if source_date_epoch and not rewrite and steptimes.check_export(
+                    layout, text, source_date_epoch, self._layers, log_path):
                 shutil.rmtree(layout, ignore_errors=True)
-        return self._built_id(iidfile.read_text().strip(), metadata)
+                iidfile.unlink(missing_ok=True)
+                run(True, append=True)
+            return load_layout(self.builder, layout, log_path, provenance_dir, self.image_id,
+                               self.answers)
+        finally:
+            shutil.rmtree(layout, ignore_errors=True)
 
     def _run_logged(self, argv: list[str], log_path: Path, progress: BuildLog | None,
-                    on_step: Callable[[str], None] | None) -> tuple[int, list[str]]:
+                    on_step: Callable[[str], None] | None, append: bool = False) -> tuple[int, list[str]]:
         """Run the build ``argv``, its output to ``log_path`` (mode 0600: build arguments
-        may be secret), ``progress`` and ``on_step``; cancelled by ``stop_builds``.
-        Returns (exit status, the last 400 lines of output)."""
+        may be secret; after what it holds with ``append``), ``progress`` and ``on_step``;
+        cancelled by ``stop_builds``. Returns (exit status, the last 400 lines of output)."""
         env = {**os.environ, **dict(self.builder.env)}
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC), 0o600)
         with open(fd, "w", encoding="utf-8") as log:
             log.write("$ " + " ".join(argv) + "\n")
             log.flush()
@@ -296,15 +312,10 @@ class Engine:
         return self._rewrites
 
     def reproducible(self) -> str:
-        """'' when builds here can be bit-for-bit reproducible, else why not.
-
-        Two clean builds give one digest only when BuildKit can export with
-        ``rewrite-timestamp=true`` (layer file times clamped to SOURCE_DATE_EPOCH) and
-        write OCI output: BuildKit 0.13 (Docker 25+) through buildx with the containerd
-        image store. Docker 20.10's embedded BuildKit 0.8 keeps each file's build-time
-        mtime in the layers and stamps the history with the build time, so every build
-        of the same inputs gets a new digest.
-        """
+        """'' when builds here can be bit-for-bit reproducible, else why not: BuildKit
+        0.13 (Docker 25+; it dates config and history by SOURCE_DATE_EPOCH and can
+        ``rewrite-timestamp``) through buildx with the containerd image store (OCI
+        output). Docker 20.10's BuildKit 0.8 stamps the history with the build's time."""
         why = self.multi_platform()
         try:
             version = self.client.version().get("Version", "?")
@@ -312,9 +323,9 @@ class Engine:
             return f"the engine does not answer ({_short(exc)})"
         major = int(version.split(".")[0]) if version[:1].isdigit() else 0
         if major and major < 25:
-            return (f"Docker {version} embeds BuildKit 0.8, which cannot rewrite layer "
-                    "timestamps to SOURCE_DATE_EPOCH (rewrite-timestamp needs BuildKit 0.13, "
-                    "Docker 25+): file times and history are the build's, so two builds of "
+            return (f"Docker {version} embeds BuildKit 0.8, which dates the config and "
+                    "history with the build's time, not SOURCE_DATE_EPOCH, and has no "
+                    "rewrite-timestamp (BuildKit 0.13, Docker 25+, has both): two builds of "
                     "the same inputs get different digests")
         if why:
             return f"{why}; rewrite-timestamp exports need buildx and the containerd image store"

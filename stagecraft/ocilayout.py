@@ -37,19 +37,17 @@ def _blob(layout: Path, digest: str, limit: int = MAX_STATEMENT) -> bytes:
     return path.read_bytes()
 
 
-def single_image(layout: Path) -> tuple[str, list[dict[str, Any]]]:
-    """Point ``layout/index.json`` at its one image manifest; returns ``(manifest digest,
-    the in-toto statements attached to it)``. A layout whose index.json already names a
-    manifest is left as it is (no statements). Raises ``ValueError`` (or ``OSError``,
-    ``KeyError``) when the layout does not hold exactly one image."""
-    index_path = layout / "index.json"
-    index = json.loads(index_path.read_text())
+def _image_in(layout: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None,
+                                      list[dict[str, Any]]]:
+    """(index.json, its one descriptor, the image's descriptor inside it when that is an
+    index, else None, the attestation descriptors). Raises as ``single_image``."""
+    index = json.loads((layout / "index.json").read_text())
     tops = index.get("manifests") or []
     if len(tops) != 1:
         raise ValueError(f"index.json names {len(tops)} manifests, not one")
     top = tops[0]
     if top.get("mediaType") not in INDEX_TYPES:
-        return top["digest"], []
+        return index, top, None, []
     inner = json.loads(_blob(layout, top["digest"]))
     images, attestations = [], []
     for m in inner.get("manifests") or []:
@@ -57,7 +55,24 @@ def single_image(layout: Path) -> tuple[str, list[dict[str, Any]]]:
         (attestations if kind == ATTESTATION else images).append(m)
     if len(images) != 1:
         raise ValueError(f"the index holds {len(images)} images, not one")
-    image = dict(images[0])
+    return index, top, dict(images[0]), attestations
+
+
+def image_manifest(layout: Path) -> str:
+    """The digest of the layout's one image manifest; the layout is only read. Raises as
+    ``single_image``."""
+    _, top, image, _ = _image_in(layout)
+    return (image or top)["digest"]
+
+
+def single_image(layout: Path) -> tuple[str, list[dict[str, Any]]]:
+    """Point ``layout/index.json`` at its one image manifest; returns ``(manifest digest,
+    the in-toto statements attached to it)``. A layout whose index.json already names a
+    manifest is left as it is (no statements). Raises ``ValueError`` (or ``OSError``,
+    ``KeyError``) when the layout does not hold exactly one image."""
+    index, top, image, attestations = _image_in(layout)
+    if image is None:
+        return top["digest"], []
     statements = []
     for att in attestations:
         if (att.get("annotations") or {}).get("vnd.docker.reference.digest") != image["digest"]:
@@ -68,5 +83,5 @@ def single_image(layout: Path) -> tuple[str, list[dict[str, Any]]]:
                 statements.append(json.loads(_blob(layout, layer["digest"])))
     image["annotations"] = {**(image.get("annotations") or {}), **(top.get("annotations") or {})}
     index["manifests"] = [image]
-    index_path.write_text(json.dumps(index))
+    (layout / "index.json").write_text(json.dumps(index))
     return image["digest"], statements

@@ -30,7 +30,7 @@ from typing import Any
 
 import jinja2
 
-from . import compat, kernels, stagelock
+from . import compat, kernels, stagelock, steptimes
 from .cabundle import SECRET_ID
 from .errors import InputError
 from .expand import ImageSpec
@@ -73,6 +73,10 @@ def _environment_for(templates_dir: str) -> jinja2.Environment:
     env.filters["shquote"] = _shquote
     env.filters["dquote"] = dquote
     env.filters["tojson_sorted"] = lambda v: json.dumps(v, sort_keys=True, separators=(",", ":"))
+    # The end of every RUN (file times fixed where the files are made, so that the
+    # reproducible export needs no rewrite pass) and where a RUN mounts the build context.
+    env.globals["fix_times"] = steptimes.FIX_TIMES
+    env.globals["context_mount"] = steptimes.CONTEXT_MOUNT
     return env
 
 

@@ -10,7 +10,9 @@ content, mode, owner, time, or present in one only) from the two images' own lay
 writes its full report of the two differing layers beside the list.
 
 Needs an engine where ``Engine.reproducible()`` holds (BuildKit 0.13 through buildx with
-the containerd image store: ``rewrite-timestamp``, BuildKit's docs/build-repro.md). I/O:
+the containerd image store: SOURCE_DATE_EPOCH dates the config and history, and the file
+times the steps fix, ``steptimes``, are checked, or rewritten with ``rewrite-timestamp``;
+BuildKit's docs/build-repro.md). I/O:
 the engine and the state directory; the comparison of two file tables is pure
 (``diff_tables``).
 """

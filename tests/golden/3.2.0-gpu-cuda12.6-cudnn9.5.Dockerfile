@@ -25,7 +25,8 @@ RUN mkdir -p /tmp/stagecraft-stand-ins/DEBIAN \
       > /tmp/stagecraft-stand-ins/DEBIAN/control \
  && dpkg-deb --build /tmp/stagecraft-stand-ins /tmp/stagecraft-stand-ins.deb > /dev/null \
  && dpkg -i /tmp/stagecraft-stand-ins.deb > /dev/null \
- && rm -rf /tmp/stagecraft-stand-ins /tmp/stagecraft-stand-ins.deb /var/log/dpkg.log /var/lib/dpkg/*-old
+ && rm -rf /tmp/stagecraft-stand-ins /tmp/stagecraft-stand-ins.deb /var/log/dpkg.log /var/lib/dpkg/*-old \
+ && { [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets -o -path /etc/hosts -o -path /etc/resolv.conf -o -path /etc/hostname \) -prune -o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }
 # Packages, with why each is here:
 #   ca-certificates: TLS roots for pip and the frameworks' downloads
 #   libgomp1: OpenMP runtime the frameworks load at import
@@ -149,7 +150,8 @@ RUN apt-get update \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
            /var/log/alternatives.log /var/cache/ldconfig/aux-cache /var/cache/debconf/*-old \
-           /var/lib/dpkg/*-old
+           /var/lib/dpkg/*-old \
+ && { [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets -o -path /etc/hosts -o -path /etc/resolv.conf -o -path /etc/hostname \) -prune -o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }
 # A non-root default user (uid 1000). Home and /workspace belong to group 0 and are
 # group-writable, so `docker run --user <any uid>` (gid 0 by default) works too.
 RUN groupadd --gid 1000 worker \
@@ -157,7 +159,8 @@ RUN groupadd --gid 1000 worker \
             --shell /bin/bash worker \
  && mkdir -p /workspace \
  && chown 1000:0 /workspace /home/worker \
- && chmod 2775 /workspace /home/worker
+ && chmod 2775 /workspace /home/worker \
+ && { [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets -o -path /etc/hosts -o -path /etc/resolv.conf -o -path /etc/hostname \) -prune -o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }
 ENV HOME=/home/worker
 LABEL io.stagecraft.os="debian" \
       io.stagecraft.os.version="12" \
@@ -216,7 +219,8 @@ RUN --mount=type=secret,id=pip-ca,required=false \
     done \
  && ln -s /usr/local/cuda-12.6 /usr/local/cuda \
  && echo /usr/local/cuda/lib64 > /etc/ld.so.conf.d/000-stagecraft-cuda.conf \
- && ldconfig
+ && ldconfig \
+ && { [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets -o -path /etc/hosts -o -path /etc/resolv.conf -o -path /etc/hostname \) -prune -o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }
 # NVIDIA container runtime settings. NVIDIA_REQUIRE_CUDA asks only for the CUDA major's
 # minor-version-compatibility floor: the hook then starts the container on any driver
 # that can run it at all, and the entrypoint checks the exact need and falls back to CPU
@@ -276,7 +280,8 @@ RUN apt-get update \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
            /var/log/alternatives.log /var/cache/ldconfig/aux-cache /var/cache/debconf/*-old \
-           /var/lib/dpkg/*-old
+           /var/lib/dpkg/*-old \
+ && { [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets -o -path /etc/hosts -o -path /etc/resolv.conf -o -path /etc/hostname \) -prune -o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }
 RUN --mount=type=secret,id=pip-ca,required=false \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
  && umask 0002 \
@@ -300,7 +305,8 @@ RUN --mount=type=secret,id=pip-ca,required=false \
  && for f in /usr/local/cuda-12.6/lib64/lib*.so.*; do \
       link="${f%%.so.*}.so"; [ -e "$link" ] || ln -s "${f##*/}" "$link"; \
     done \
- && ldconfig
+ && ldconfig \
+ && { [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets -o -path /etc/hosts -o -path /etc/resolv.conf -o -path /etc/hostname \) -prune -o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }
 LABEL io.stagecraft.nccl="2.25.1"
 
 FROM accel AS runtime
@@ -364,13 +370,14 @@ RUN apt-get update \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
            /var/log/alternatives.log /var/cache/ldconfig/aux-cache /var/cache/debconf/*-old \
-           /var/lib/dpkg/*-old
+           /var/lib/dpkg/*-old \
+ && { [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets -o -path /etc/hosts -o -path /etc/resolv.conf -o -path /etc/hostname \) -prune -o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # Users extend this environment as they are (the default user, any uid in group 0, a
 # Dockerfile without `USER root`): it is root's, group 0, group-writable, directories
-# setgid (fix-permissions, as jupyter/docker-stacks do), while the system stays root's.
-COPY entrypoint/fix-permissions /usr/local/bin/fix-permissions
+# setgid (fix-permissions, as jupyter/docker-stacks do, installed by the step below),
+# while the system stays root's.
 # The framework extends the environment the stages below made, if any: NVIDIA's wheels
 # that the cuda and accel stages installed there are requirements pip finds satisfied
 # (the lock leaves them out of this stage's set; without a lock their versions are
@@ -395,7 +402,8 @@ RUN echo 'stagecraft: not locked: paddlepaddle-gpu==3.2.0 not found on https://w
  && check_home="$(mktemp -d)" \
  && HOME="$check_home" TMPDIR="$check_home" /opt/venv/bin/python -c 'import paddle' \
  && rm -rf "$check_home" /tmp/.cache \
- && fix-permissions /opt/venv
+ && fix-permissions /opt/venv \
+ && { [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets -o -path /etc/hosts -o -path /etc/resolv.conf -o -path /etc/hostname \) -prune -o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }
 # (The import check above runs with a scratch HOME and TMPDIR: whatever the framework
 # caches at import must not land root-owned in the user's home or /tmp.)
 # The hardware-probing entrypoint and what it knows about this image (/etc/stagecraft/image.json:
@@ -404,11 +412,14 @@ RUN echo 'stagecraft: not locked: paddlepaddle-gpu==3.2.0 not found on https://w
 # imports json: entrypoint/imagefile.py). Byte-compiled here: it runs as any uid and cannot write
 # __pycache__, so it would otherwise compile its modules from source at every start
 # (15-30 ms of a 40-60 ms budget).
-COPY entrypoint/ /opt/stagecraft/entrypoint/
-COPY probes/ /opt/stagecraft/probes/
 # stagecraft_device (`paddle.set_device(device())`, `python -m stagecraft_device`) is
 # linked into the venv's site-packages; stagecraft-health is the HEALTHCHECK below.
-RUN mkdir -p /etc/stagecraft \
+# Copied from the build context by this step (directories 0755, files as they are).
+RUN --mount=type=bind,source=entrypoint,target=/dev/stagecraft-context/entrypoint \
+    --mount=type=bind,source=probes,target=/dev/stagecraft-context/probes \
+    mkdir -p /etc/stagecraft /opt/stagecraft \
+ && cp -R --preserve=mode /dev/stagecraft-context/entrypoint /dev/stagecraft-context/probes /opt/stagecraft/ \
+ && find /opt/stagecraft/entrypoint /opt/stagecraft/probes -type d -exec chmod 0755 {} + \
  && printf '%s\n' '{"components":{"cuda":"12.6","cudnn":"9.5.1","min_driver":"560.28.03","min_driver_compat":"525.60.13","nccl":"2.25.1","os":"debian 12","python":"3.11"},"device":"nvidia","device_strings":{"amd":"gpu:{index}","cpu":"cpu","mlu":"mlu:{index}","npu":"npu:{index}","nvidia":"gpu:{index}","xpu":"xpu:{index}"},"framework":{"name":"paddle-3.2.0-gpu-cu126","package":"paddlepaddle-gpu","version":"3.2.0"},"kernel_sets":[{"description":"native kernels for the compute capabilities the wheel ships","device":"nvidia","env":{},"name":"cuda","requires":{"cuda":"12.6","min_driver":"560.28.03","min_driver_compat":"525.60.13","ptx":"unknown","sass":"unknown","supported":["9.0"]}},{"description":"no usable GPU; MKL and oneDNN dispatch on their own (VNNI, BF16, AMX included)","device":"cpu","name":"cpu-avx512","requires":{"cpu_flags":["avx512f","avx512bw","avx512vl"]}},{"description":"no usable GPU; AVX2 and FMA kernels","device":"cpu","isa_cap":"avx2","name":"cpu-avx2","requires":{"cpu_flags":["avx2","fma"]}},{"description":"no usable GPU; the wheel\u0027s floor (-mavx)","device":"cpu","isa_cap":"avx","name":"cpu-avx","requires":{"cpu_flags":["avx"]}}],"schema":1}' > /etc/stagecraft/image.json \
  && /opt/venv/bin/python -I /opt/stagecraft/probes/fatbin.py apply /opt/stagecraft/measured-kernels.json /etc/stagecraft/image.json \
  && /opt/venv/bin/python3 -I /opt/stagecraft/entrypoint/imagefile.py /etc/stagecraft/image.json \
@@ -416,7 +427,8 @@ RUN mkdir -p /etc/stagecraft \
  && purelib="$(/opt/venv/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
  && ln -s /opt/stagecraft/entrypoint/stagecraft_device.py "$purelib/stagecraft_device.py" \
  && /opt/venv/bin/python3 -m compileall -q /opt/stagecraft "$purelib/stagecraft_device.py" \
- && fix-permissions /opt/venv
+ && fix-permissions /opt/venv \
+ && { [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets -o -path /etc/hosts -o -path /etc/resolv.conf -o -path /etc/hostname \) -prune -o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }
 # New files of a non-root user group-writable (umask 0002), so any uid in group 0 can
 # change what another installed: the entrypoint sets it for `docker run` (and Jupyter, and
 # its kernels), this file for non-interactive bash (a derived Dockerfile's RUN steps).

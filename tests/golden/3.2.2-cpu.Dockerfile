@@ -25,7 +25,8 @@ RUN mkdir -p /tmp/stagecraft-stand-ins/DEBIAN \
       > /tmp/stagecraft-stand-ins/DEBIAN/control \
  && dpkg-deb --build /tmp/stagecraft-stand-ins /tmp/stagecraft-stand-ins.deb > /dev/null \
  && dpkg -i /tmp/stagecraft-stand-ins.deb > /dev/null \
- && rm -rf /tmp/stagecraft-stand-ins /tmp/stagecraft-stand-ins.deb /var/log/dpkg.log /var/lib/dpkg/*-old
+ && rm -rf /tmp/stagecraft-stand-ins /tmp/stagecraft-stand-ins.deb /var/log/dpkg.log /var/lib/dpkg/*-old \
+ && { [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets -o -path /etc/hosts -o -path /etc/resolv.conf -o -path /etc/hostname \) -prune -o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }
 # Packages, with why each is here:
 #   ca-certificates: TLS roots for pip and the frameworks' downloads
 #   libgomp1: OpenMP runtime the frameworks load at import
@@ -149,7 +150,8 @@ RUN apt-get update \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
            /var/log/alternatives.log /var/cache/ldconfig/aux-cache /var/cache/debconf/*-old \
-           /var/lib/dpkg/*-old
+           /var/lib/dpkg/*-old \
+ && { [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets -o -path /etc/hosts -o -path /etc/resolv.conf -o -path /etc/hostname \) -prune -o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }
 # A non-root default user (uid 1000). Home and /workspace belong to group 0 and are
 # group-writable, so `docker run --user <any uid>` (gid 0 by default) works too.
 RUN groupadd --gid 1000 worker \
@@ -157,7 +159,8 @@ RUN groupadd --gid 1000 worker \
             --shell /bin/bash worker \
  && mkdir -p /workspace \
  && chown 1000:0 /workspace /home/worker \
- && chmod 2775 /workspace /home/worker
+ && chmod 2775 /workspace /home/worker \
+ && { [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets -o -path /etc/hosts -o -path /etc/resolv.conf -o -path /etc/hostname \) -prune -o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }
 ENV HOME=/home/worker
 LABEL io.stagecraft.os="debian" \
       io.stagecraft.os.version="12" \
@@ -224,13 +227,14 @@ RUN apt-get update \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
            /var/log/alternatives.log /var/cache/ldconfig/aux-cache /var/cache/debconf/*-old \
-           /var/lib/dpkg/*-old
+           /var/lib/dpkg/*-old \
+ && { [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets -o -path /etc/hosts -o -path /etc/resolv.conf -o -path /etc/hostname \) -prune -o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # Users extend this environment as they are (the default user, any uid in group 0, a
 # Dockerfile without `USER root`): it is root's, group 0, group-writable, directories
-# setgid (fix-permissions, as jupyter/docker-stacks do), while the system stays root's.
-COPY entrypoint/fix-permissions /usr/local/bin/fix-permissions
+# setgid (fix-permissions, as jupyter/docker-stacks do, installed by the step below),
+# while the system stays root's.
 # The framework extends the environment the stages below made, if any: NVIDIA's wheels
 # that the cuda and accel stages installed there are requirements pip finds satisfied
 # (the lock leaves them out of this stage's set; without a lock their versions are
@@ -250,11 +254,13 @@ COPY entrypoint/fix-permissions /usr/local/bin/fix-permissions
 # nothing resolved here.
 # A CA bundle for TLS-intercepting proxies arrives as a BuildKit secret: it is read
 # during this step only and never lands in a layer, the history or a label.
-COPY probes/sonames.py probes/fatbin.py /tmp/stagecraft-build/
 RUN --mount=type=secret,id=pip-ca,required=false \
+    --mount=type=bind,source=entrypoint/fix-permissions,target=/dev/stagecraft-context/entrypoint/fix-permissions \
+    --mount=type=bind,source=probes,target=/dev/stagecraft-context/probes \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
+ && install -m 0755 /dev/stagecraft-context/entrypoint/fix-permissions /usr/local/bin/fix-permissions \
  && { [ -x /opt/venv/bin/python ] || python3 -m venv /opt/venv; } \
- && mkdir -p /opt/stagecraft \
+ && mkdir -p /opt/stagecraft /tmp/stagecraft-build \
  && /opt/venv/bin/pip freeze > /tmp/stage-pins.txt \
  && printf '%s\n' \
       'anyio==4.16.0 --hash=sha256:c66ae634e0b8228396b801741beb3294326d4b6102f7bba4041c0dfb58c29026' \
@@ -298,13 +304,14 @@ RUN --mount=type=secret,id=pip-ca,required=false \
  && rm -f /tmp/stage-pins.txt \
  && printf '%s\n' '[global]' 'constraint = /opt/stagecraft/constraints.txt' > /opt/venv/pip.conf \
  && if [ -d /usr/local/cuda/lib64 ]; then \
-      /opt/venv/bin/python -I /tmp/stagecraft-build/sonames.py link /usr/local/cuda/lib64 /opt/venv \
+      /opt/venv/bin/python -I /dev/stagecraft-context/probes/sonames.py link /usr/local/cuda/lib64 /opt/venv \
         > /opt/stagecraft/linked-libraries.json; fi \
  && rm -rf /tmp/stagecraft-build \
  && check_home="$(mktemp -d)" \
  && HOME="$check_home" TMPDIR="$check_home" /opt/venv/bin/python -c 'import paddle' \
  && rm -rf "$check_home" /tmp/.cache \
- && fix-permissions /opt/venv
+ && fix-permissions /opt/venv \
+ && { [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets -o -path /etc/hosts -o -path /etc/resolv.conf -o -path /etc/hostname \) -prune -o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }
 # (The import check above runs with a scratch HOME and TMPDIR: whatever the framework
 # caches at import must not land root-owned in the user's home or /tmp.)
 # The hardware-probing entrypoint and what it knows about this image (/etc/stagecraft/image.json:
@@ -313,18 +320,22 @@ RUN --mount=type=secret,id=pip-ca,required=false \
 # imports json: entrypoint/imagefile.py). Byte-compiled here: it runs as any uid and cannot write
 # __pycache__, so it would otherwise compile its modules from source at every start
 # (15-30 ms of a 40-60 ms budget).
-COPY entrypoint/ /opt/stagecraft/entrypoint/
-COPY probes/ /opt/stagecraft/probes/
 # stagecraft_device (`paddle.set_device(device())`, `python -m stagecraft_device`) is
 # linked into the venv's site-packages; stagecraft-health is the HEALTHCHECK below.
-RUN mkdir -p /etc/stagecraft \
+# Copied from the build context by this step (directories 0755, files as they are).
+RUN --mount=type=bind,source=entrypoint,target=/dev/stagecraft-context/entrypoint \
+    --mount=type=bind,source=probes,target=/dev/stagecraft-context/probes \
+    mkdir -p /etc/stagecraft /opt/stagecraft \
+ && cp -R --preserve=mode /dev/stagecraft-context/entrypoint /dev/stagecraft-context/probes /opt/stagecraft/ \
+ && find /opt/stagecraft/entrypoint /opt/stagecraft/probes -type d -exec chmod 0755 {} + \
  && printf '%s\n' '{"components":{"os":"debian 12","python":"3.11"},"device":"cpu","device_strings":{"amd":"gpu:{index}","cpu":"cpu","mlu":"mlu:{index}","npu":"npu:{index}","nvidia":"gpu:{index}","xpu":"xpu:{index}"},"framework":{"name":"paddle-3.2.2-cpu","package":"paddlepaddle","version":"3.2.2"},"kernel_sets":[{"description":"AVX-512 hosts; MKL and oneDNN dispatch on their own (VNNI, BF16, AMX included)","device":"cpu","name":"cpu-avx512","requires":{"cpu_flags":["avx512f","avx512bw","avx512vl"]}},{"description":"AVX2 and FMA kernels; forced on an AVX-512 host, keeps the libraries off AVX-512","device":"cpu","isa_cap":"avx2","name":"cpu-avx2","requires":{"cpu_flags":["avx2","fma"]}},{"description":"the wheel\u0027s floor (it is compiled with -mavx); below it the image refuses, never SIGILL","device":"cpu","isa_cap":"avx","name":"cpu-avx","requires":{"cpu_flags":["avx"]}}],"schema":1}' > /etc/stagecraft/image.json \
  && /opt/venv/bin/python3 -I /opt/stagecraft/entrypoint/imagefile.py /etc/stagecraft/image.json \
  && ln -s /opt/stagecraft/entrypoint/stagecraft-report /usr/local/bin/stagecraft-report \
  && purelib="$(/opt/venv/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
  && ln -s /opt/stagecraft/entrypoint/stagecraft_device.py "$purelib/stagecraft_device.py" \
  && /opt/venv/bin/python3 -m compileall -q /opt/stagecraft "$purelib/stagecraft_device.py" \
- && fix-permissions /opt/venv
+ && fix-permissions /opt/venv \
+ && { [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets -o -path /etc/hosts -o -path /etc/resolv.conf -o -path /etc/hostname \) -prune -o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }
 # New files of a non-root user group-writable (umask 0002), so any uid in group 0 can
 # change what another installed: the entrypoint sets it for `docker run` (and Jupyter, and
 # its kernels), this file for non-interactive bash (a derived Dockerfile's RUN steps).

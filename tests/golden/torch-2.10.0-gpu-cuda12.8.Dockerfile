@@ -25,7 +25,8 @@ RUN mkdir -p /tmp/stagecraft-stand-ins/DEBIAN \
       > /tmp/stagecraft-stand-ins/DEBIAN/control \
  && dpkg-deb --build /tmp/stagecraft-stand-ins /tmp/stagecraft-stand-ins.deb > /dev/null \
  && dpkg -i /tmp/stagecraft-stand-ins.deb > /dev/null \
- && rm -rf /tmp/stagecraft-stand-ins /tmp/stagecraft-stand-ins.deb /var/log/dpkg.log /var/lib/dpkg/*-old
+ && rm -rf /tmp/stagecraft-stand-ins /tmp/stagecraft-stand-ins.deb /var/log/dpkg.log /var/lib/dpkg/*-old \
+ && { [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets -o -path /etc/hosts -o -path /etc/resolv.conf -o -path /etc/hostname \) -prune -o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }
 # Packages, with why each is here:
 #   ca-certificates: TLS roots for pip and the frameworks' downloads
 #   libgomp1: OpenMP runtime the frameworks load at import
@@ -149,7 +150,8 @@ RUN apt-get update \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
            /var/log/alternatives.log /var/cache/ldconfig/aux-cache /var/cache/debconf/*-old \
-           /var/lib/dpkg/*-old
+           /var/lib/dpkg/*-old \
+ && { [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets -o -path /etc/hosts -o -path /etc/resolv.conf -o -path /etc/hostname \) -prune -o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }
 # A non-root default user (uid 1000). Home and /workspace belong to group 0 and are
 # group-writable, so `docker run --user <any uid>` (gid 0 by default) works too.
 RUN groupadd --gid 1000 worker \
@@ -157,7 +159,8 @@ RUN groupadd --gid 1000 worker \
             --shell /bin/bash worker \
  && mkdir -p /workspace \
  && chown 1000:0 /workspace /home/worker \
- && chmod 2775 /workspace /home/worker
+ && chmod 2775 /workspace /home/worker \
+ && { [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets -o -path /etc/hosts -o -path /etc/resolv.conf -o -path /etc/hostname \) -prune -o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }
 ENV HOME=/home/worker
 LABEL io.stagecraft.os="debian" \
       io.stagecraft.os.version="12" \
@@ -215,7 +218,8 @@ RUN --mount=type=secret,id=pip-ca,required=false \
     done \
  && ln -s /usr/local/cuda-12.8 /usr/local/cuda \
  && echo /usr/local/cuda/lib64 > /etc/ld.so.conf.d/000-stagecraft-cuda.conf \
- && ldconfig
+ && ldconfig \
+ && { [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets -o -path /etc/hosts -o -path /etc/resolv.conf -o -path /etc/hostname \) -prune -o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }
 # NVIDIA container runtime settings. NVIDIA_REQUIRE_CUDA asks only for the CUDA major's
 # minor-version-compatibility floor: the hook then starts the container on any driver
 # that can run it at all, and the entrypoint checks the exact need and falls back to CPU
@@ -275,7 +279,8 @@ RUN apt-get update \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
            /var/log/alternatives.log /var/cache/ldconfig/aux-cache /var/cache/debconf/*-old \
-           /var/lib/dpkg/*-old
+           /var/lib/dpkg/*-old \
+ && { [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets -o -path /etc/hosts -o -path /etc/resolv.conf -o -path /etc/hostname \) -prune -o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }
 RUN --mount=type=secret,id=pip-ca,required=false \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
  && umask 0002 \
@@ -300,7 +305,8 @@ RUN --mount=type=secret,id=pip-ca,required=false \
  && for f in /usr/local/cuda-12.8/lib64/lib*.so.*; do \
       link="${f%%.so.*}.so"; [ -e "$link" ] || ln -s "${f##*/}" "$link"; \
     done \
- && ldconfig
+ && ldconfig \
+ && { [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets -o -path /etc/hosts -o -path /etc/resolv.conf -o -path /etc/hostname \) -prune -o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }
 LABEL io.stagecraft.nccl="2.27.5"
 
 FROM accel AS runtime
@@ -480,13 +486,14 @@ RUN apt-get update \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
            /var/log/alternatives.log /var/cache/ldconfig/aux-cache /var/cache/debconf/*-old \
-           /var/lib/dpkg/*-old
+           /var/lib/dpkg/*-old \
+ && { [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets -o -path /etc/hosts -o -path /etc/resolv.conf -o -path /etc/hostname \) -prune -o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # Users extend this environment as they are (the default user, any uid in group 0, a
 # Dockerfile without `USER root`): it is root's, group 0, group-writable, directories
-# setgid (fix-permissions, as jupyter/docker-stacks do), while the system stays root's.
-COPY entrypoint/fix-permissions /usr/local/bin/fix-permissions
+# setgid (fix-permissions, as jupyter/docker-stacks do, installed by the step below),
+# while the system stays root's.
 # The framework extends the environment the stages below made, if any: NVIDIA's wheels
 # that the cuda and accel stages installed there are requirements pip finds satisfied
 # (the lock leaves them out of this stage's set; without a lock their versions are
@@ -506,11 +513,13 @@ COPY entrypoint/fix-permissions /usr/local/bin/fix-permissions
 # nothing resolved here.
 # A CA bundle for TLS-intercepting proxies arrives as a BuildKit secret: it is read
 # during this step only and never lands in a layer, the history or a label.
-COPY probes/sonames.py probes/fatbin.py /tmp/stagecraft-build/
 RUN --mount=type=secret,id=pip-ca,required=false \
+    --mount=type=bind,source=entrypoint/fix-permissions,target=/dev/stagecraft-context/entrypoint/fix-permissions \
+    --mount=type=bind,source=probes,target=/dev/stagecraft-context/probes \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
+ && install -m 0755 /dev/stagecraft-context/entrypoint/fix-permissions /usr/local/bin/fix-permissions \
  && { [ -x /opt/venv/bin/python ] || python3 -m venv /opt/venv; } \
- && mkdir -p /opt/stagecraft \
+ && mkdir -p /opt/stagecraft /tmp/stagecraft-build \
  && /opt/venv/bin/pip freeze > /tmp/stage-pins.txt \
  && printf '%s\n' \
       'cuda-bindings==12.9.4 --hash=sha256:c912a3d9e6b6651853eed8eed96d6800d69c08e94052c292fec3f282c5a817c9' \
@@ -550,14 +559,14 @@ RUN --mount=type=secret,id=pip-ca,required=false \
  && rm -f /tmp/stage-pins.txt \
  && printf '%s\n' '[global]' 'constraint = /opt/stagecraft/constraints.txt' > /opt/venv/pip.conf \
  && if [ -d /usr/local/cuda/lib64 ]; then \
-      /opt/venv/bin/python -I /tmp/stagecraft-build/sonames.py link /usr/local/cuda/lib64 /opt/venv \
+      /opt/venv/bin/python -I /dev/stagecraft-context/probes/sonames.py link /usr/local/cuda/lib64 /opt/venv \
         > /opt/stagecraft/linked-libraries.json; fi \
  && printf '%s\n' \
       'nvidia-cuda-cuobjdump==13.4.92 --hash=sha256:fb72ca80d0cdd8f5e8e232ce17d3c5aa2a37c3153bb8ef4e010010ed4fdef6c5' \
       > /tmp/stagecraft-build/tools.txt \
  && /opt/venv/bin/pip install --no-cache-dir --no-deps --only-binary=:all: --require-hashes \
       --target /tmp/stagecraft-build/tools -r /tmp/stagecraft-build/tools.txt \
- && /opt/venv/bin/python -I /tmp/stagecraft-build/fatbin.py measure \
+ && /opt/venv/bin/python -I /dev/stagecraft-context/probes/fatbin.py measure \
       --cuobjdump "$(find /tmp/stagecraft-build/tools -name cuobjdump -type f)" \
       --root /opt/venv/lib/python3.11/site-packages --out /opt/stagecraft/measured-kernels.json \
       'torch/lib/libtorch_cuda.so' \
@@ -565,7 +574,8 @@ RUN --mount=type=secret,id=pip-ca,required=false \
  && check_home="$(mktemp -d)" \
  && HOME="$check_home" TMPDIR="$check_home" /opt/venv/bin/python -c 'import torch' \
  && rm -rf "$check_home" /tmp/.cache \
- && fix-permissions /opt/venv
+ && fix-permissions /opt/venv \
+ && { [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets -o -path /etc/hosts -o -path /etc/resolv.conf -o -path /etc/hostname \) -prune -o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }
 # (The import check above runs with a scratch HOME and TMPDIR: whatever the framework
 # caches at import must not land root-owned in the user's home or /tmp.)
 # The hardware-probing entrypoint and what it knows about this image (/etc/stagecraft/image.json:
@@ -574,11 +584,14 @@ RUN --mount=type=secret,id=pip-ca,required=false \
 # imports json: entrypoint/imagefile.py). Byte-compiled here: it runs as any uid and cannot write
 # __pycache__, so it would otherwise compile its modules from source at every start
 # (15-30 ms of a 40-60 ms budget).
-COPY entrypoint/ /opt/stagecraft/entrypoint/
-COPY probes/ /opt/stagecraft/probes/
 # stagecraft_device (`paddle.set_device(device())`, `python -m stagecraft_device`) is
 # linked into the venv's site-packages; stagecraft-health is the HEALTHCHECK below.
-RUN mkdir -p /etc/stagecraft \
+# Copied from the build context by this step (directories 0755, files as they are).
+RUN --mount=type=bind,source=entrypoint,target=/dev/stagecraft-context/entrypoint \
+    --mount=type=bind,source=probes,target=/dev/stagecraft-context/probes \
+    mkdir -p /etc/stagecraft /opt/stagecraft \
+ && cp -R --preserve=mode /dev/stagecraft-context/entrypoint /dev/stagecraft-context/probes /opt/stagecraft/ \
+ && find /opt/stagecraft/entrypoint /opt/stagecraft/probes -type d -exec chmod 0755 {} + \
  && printf '%s\n' '{"components":{"cuda":"12.8","cudnn":"9.10.2","min_driver":"570.26","min_driver_compat":"525.60.13","nccl":"2.27.5","os":"debian 12","python":"3.11"},"device":"nvidia","device_strings":{"cpu":"cpu","nvidia":"cuda:{index}"},"framework":{"name":"torch-2.10.0-cu128","package":"torch","version":"2.10.0"},"kernel_sets":[{"description":"native kernels (SASS) for the compute capabilities the wheel ships","device":"nvidia","env":{},"name":"cuda","requires":{"cuda":"12.8","min_driver":"570.26","min_driver_compat":"525.60.13","ptx":[],"sass":["7.0","7.5","8.0","8.6","9.0","10.0","12.0"]}},{"description":"no usable GPU; ATen chooses its CPU kernels (AVX-512, AVX2 or AVX) itself","device":"cpu","env":{},"name":"cpu","requires":{"cpu_flags":["avx"]}}],"schema":1}' > /etc/stagecraft/image.json \
  && /opt/venv/bin/python -I /opt/stagecraft/probes/fatbin.py apply /opt/stagecraft/measured-kernels.json /etc/stagecraft/image.json \
  && /opt/venv/bin/python3 -I /opt/stagecraft/entrypoint/imagefile.py /etc/stagecraft/image.json \
@@ -586,7 +599,8 @@ RUN mkdir -p /etc/stagecraft \
  && purelib="$(/opt/venv/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
  && ln -s /opt/stagecraft/entrypoint/stagecraft_device.py "$purelib/stagecraft_device.py" \
  && /opt/venv/bin/python3 -m compileall -q /opt/stagecraft "$purelib/stagecraft_device.py" \
- && fix-permissions /opt/venv
+ && fix-permissions /opt/venv \
+ && { [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets -o -path /etc/hosts -o -path /etc/resolv.conf -o -path /etc/hostname \) -prune -o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }
 # New files of a non-root user group-writable (umask 0002), so any uid in group 0 can
 # change what another installed: the entrypoint sets it for `docker run` (and Jupyter, and
 # its kernels), this file for non-interactive bash (a derived Dockerfile's RUN steps).

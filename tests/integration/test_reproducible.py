@@ -8,7 +8,10 @@
 - The small `six` matrix has no lock, so no SOURCE_DATE_EPOCH: the check fails (exit 1)
   and names what differs (file times, the config's dates), with the full list on disk;
   the second images' names are gone afterwards.
-- Docker 20.10 (the host engine here) cannot rewrite timestamps: exit 2, saying why.
+- Every stage was exported as its steps left it (they fix their file times), with no
+  rewrite pass (stagecraft/steptimes.py), as each second build's log says.
+- Docker 20.10 (the host engine here) dates the history with the build's time: exit 2,
+  saying why.
 """
 
 from __future__ import annotations
@@ -50,6 +53,12 @@ def test_2_6_2_cpu_rebuilds_to_the_same_digests(runner, tmp_path):
     for c in checks.values():
         assert c["same"] and c["first"] == c["second"] and c["first"].startswith("sha256:"), c
     assert "reproducible: every stage rebuilt to the same digest (4 checked" in proc.stderr
+    # The steps fixed every file time: no stage needed BuildKit's rewrite pass, and the
+    # check before the load said so (stagecraft/steptimes.py).
+    for stage in ("base", "runtime", "label"):
+        log = Path(checks[stage]["log"]).read_text()
+        assert "exported as the steps left it (no rewrite pass)" in log, stage
+        assert "rewrite-timestamp=true" not in log and "exporting again" not in log, stage
     # The image the tag names is the one both builds gave.
     final = runner.client().api.inspect_image("stagecraft/paddle:2.6.2-cpu")["Id"]
     assert final == checks["label"]["first"]

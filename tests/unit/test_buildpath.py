@@ -29,9 +29,15 @@ def test_a_plain_build_loads_into_the_engine_on_either_path():
 def test_a_reproducible_build_exports_a_layout_with_its_provenance():
     argv = _argv(BUILDX, source_date_epoch=1700000000, layout=Path("/s/iid.oci"), provenance=True)
     assert "--load" not in argv and "--provenance=false" not in argv
+    # The steps fix the file times (stagecraft/steptimes.py): no rewrite pass unless asked.
     assert argv[1:6] == ["buildx", "build", "--provenance=mode=min", "--output",
-                         "type=oci,dest=/s/iid.oci,tar=false,rewrite-timestamp=true"]
+                         "type=oci,dest=/s/iid.oci,tar=false"]
     assert argv[argv.index("--build-arg") + 1] == "SOURCE_DATE_EPOCH=1700000000"
+    rewritten = _argv(BUILDX, source_date_epoch=1700000000, layout=Path("/s/iid.oci"),
+                      provenance=True, rewrite_timestamps=True)
+    assert rewritten[5] == "type=oci,dest=/s/iid.oci,tar=false,rewrite-timestamp=true"
+    assert _argv(BUILDX, layout=Path("/s/iid.oci"), rewrite_timestamps=True)[5] == \
+        "type=oci,dest=/s/iid.oci,tar=false"  # no epoch: nothing to rewrite to
     no_epoch = _argv(BUILDX, layout=Path("/s/iid.oci"))
     assert "type=oci,dest=/s/iid.oci,tar=false" in no_epoch and "--provenance=false" in no_epoch
     assert not any(a.startswith("SOURCE_DATE_EPOCH") for a in no_epoch)

@@ -1,0 +1,163 @@
+"""File times fixed where the files are made (issue 23 item 2): the reproducible export
+without BuildKit's rewrite pass.
+
+BuildKit 0.13's ``rewrite-timestamp=true`` makes a layer's file times the build's
+SOURCE_DATE_EPOCH by running every new layer through decompress, rewrite, recompress
+after the export (``util/converter``; BENCHMARKS.md "Reproducible export": it costs as
+much as the export itself). stagecraft's templates fix the times in the steps instead:
+every RUN ends with ``FIX_TIMES``, which sets each file the step made or changed and that
+is newer than the epoch to the epoch, and copies from the build context are made by RUN
+steps too (a ``COPY`` dates the directories it creates and fills with the build's time,
+which no step can change afterwards). The config and history take the epoch from the
+``SOURCE_DATE_EPOCH`` build argument without a rewrite (BuildKit's docs/build-repro.md).
+
+A build is then exported as it is, and ``newer_entries`` checks the claim on what was
+exported: no entry of a layer the build made is newer than the epoch. Where one is (a
+template of one's own with a plain RUN, a ``WORKDIR`` that creates its directory), the
+build is exported again with ``rewrite-timestamp`` (``Engine.build``). A Dockerfile with
+``COPY`` or ``ADD`` (``makes_dated_layers``) goes that way at once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tarfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import BuildError
+from .ocilayout import image_manifest
+from .safetext import clip
+
+# The end of every RUN of the templates (``{{ fix_times }}``): each file of the step's
+# file system newer than SOURCE_DATE_EPOCH (seconds) gets that time, links themselves
+# (-h) included; what the step mounts is pruned (the engine's /etc/hosts, resolv.conf
+# and hostname, BuildKit's secrets, and, by -xdev, /proc, /sys, /dev with the build
+# context mounted under it). A directory keeps the time set here: touching a file does
+# not change its directory's time. Without the build argument it does nothing. A touch
+# that fails (a mount not pruned here) fails the step.
+FIX_TIMES = (
+    '{ [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \\( -path /proc -o -path /sys '
+    '-o -path /dev -o -path /run/secrets -o -path /etc/hosts '
+    '-o -path /etc/resolv.conf -o -path /etc/hostname \\) -prune '
+    '-o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }'
+)
+
+# Where the templates mount build-context paths in a RUN step: inside the container's own
+# /dev (a tmpfs), because BuildKit 0.8 (Docker 20.10) leaves in the layer the empty
+# directories it makes for mount targets elsewhere (BuildKit 0.13 removes them).
+CONTEXT_MOUNT = "/dev/stagecraft-context"
+
+_DATED = re.compile(r"^\s*(COPY|ADD)\s", re.IGNORECASE | re.MULTILINE)
+
+# Layer media types read here (OCI and Docker's), compressed with gzip or not at all.
+LAYER_TYPES = ("application/vnd.oci.image.layer.v1.tar+gzip",
+               "application/vnd.oci.image.layer.v1.tar",
+               "application/vnd.docker.image.rootfs.diff.tar.gzip")
+# The manifest and config of one image are small JSON documents.
+MAX_JSON = 4 * 1024 * 1024
+
+
+def makes_dated_layers(dockerfile: str) -> bool:
+    """Whether ``dockerfile`` (its text) has a ``COPY`` or ``ADD`` line: a layer whose
+    directories carry the build's time, so its export needs ``rewrite-timestamp``. A
+    line inside a RUN's continuation that starts with either word counts too (a false
+    yes costs only the rewrite pass)."""
+    return bool(_DATED.search(dockerfile))
+
+
+@dataclass(frozen=True)
+class NewerEntry:
+    """An entry of an exported layer whose time is after the epoch: ``layer`` (0-based,
+    in the image's order), its ``path`` in the layer and its ``mtime`` (s)."""
+
+    layer: int
+    path: str
+    mtime: float
+
+
+def _json(layout: Path, digest: str) -> dict:
+    algo, _, hexdigest = digest.partition(":")
+    if algo != "sha256" or not re.fullmatch(r"[0-9a-f]{64}", hexdigest):
+        raise ValueError(f"not a sha256 digest: {digest[:80]!r}")
+    path = layout / "blobs" / "sha256" / hexdigest
+    if path.stat().st_size > MAX_JSON:
+        raise ValueError(f"blob {digest[:19]} is larger than {MAX_JSON} bytes")
+    return json.loads(path.read_bytes())
+
+
+def newer_entries(layout: Path, epoch: int, parent_diff_ids: set[str],
+                  limit: int = 5) -> list[NewerEntry]:
+    """The first ``limit`` entries newer than ``epoch`` (s) in the layers of the one image
+    of the OCI layout directory ``layout`` (``ocilayout.image_manifest``; the layout is
+    only read) that its parents do not have (``parent_diff_ids``: their
+    ``RootFS.Layers``); ``[]`` when every one is at or before it. Each such layer is read once, as a stream (gzip or
+    plain tar; about 200 MB/s of layer here). Raises ``ValueError`` (a layer of another
+    media type, a blob that is not JSON, a broken tar), ``OSError`` or ``KeyError``."""
+    man = _json(layout, image_manifest(layout))
+    config = _json(layout, man["config"]["digest"])
+    diff_ids = config["rootfs"]["diff_ids"]
+    layers = man["layers"]
+    if len(diff_ids) != len(layers):
+        raise ValueError(f"{len(layers)} layers but {len(diff_ids)} diff_ids")
+    found: list[NewerEntry] = []
+    for i, (layer, diff_id) in enumerate(zip(layers, diff_ids, strict=True)):
+        if diff_id in parent_diff_ids:
+            continue
+        if layer.get("mediaType") not in LAYER_TYPES:
+            raise ValueError(f"layer {i} is {layer.get('mediaType')!r}, not a tar or tar+gzip layer")
+        algo, _, hexdigest = layer["digest"].partition(":")
+        if algo != "sha256" or not re.fullmatch(r"[0-9a-f]{64}", hexdigest):
+            raise ValueError(f"layer {i}: not a sha256 digest")
+        try:
+            with open(layout / "blobs" / "sha256" / hexdigest, "rb") as f, \
+                    tarfile.open(fileobj=f, mode="r|*") as tar:
+                while (member := tar.next()) is not None:
+                    tar.members = []  # a stream: keep no list of what was read
+                    if member.mtime > epoch:
+                        found.append(NewerEntry(i, member.name, member.mtime))
+                        if len(found) >= limit:
+                            return found
+        except tarfile.TarError as exc:
+            raise ValueError(f"layer {i} is not a readable tar ({exc})") from None
+    return found
+
+
+_FROM = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*(\S+)", re.IGNORECASE | re.MULTILINE)
+
+
+def from_images(dockerfile: str) -> list[str]:
+    """The image references of ``dockerfile``'s FROM lines (``scratch`` left out)."""
+    return [ref for ref in _FROM.findall(dockerfile) if ref.lower() != "scratch"]
+
+
+def describe(entries: list[NewerEntry], epoch: int) -> str:
+    """The build log's line on ``entries`` (``newer_entries``): the first three found and
+    that the layout is exported again, or that none was found."""
+    if not entries:
+        return (f"no entry of a new layer is newer than SOURCE_DATE_EPOCH={epoch}: exported "
+                "as the steps left it (no rewrite pass)")
+    shown = ", ".join(f"layer {e.layer}: {e.path} ({int(e.mtime)})" for e in entries[:3])
+    more = f" and {len(entries) - 3} more" if len(entries) > 3 else ""
+    return (f"entries newer than SOURCE_DATE_EPOCH={epoch} ({shown}{more}): exporting again "
+            "with rewrite-timestamp")
+
+
+def check_export(layout: Path, dockerfile: str, epoch: int,
+                 layers_of: Callable[[str], list[str]], log_path: Path) -> bool:
+    """Whether the build of ``dockerfile`` exported to ``layout`` must be exported again
+    with ``rewrite-timestamp``: an entry of a layer its FROM images lack (``layers_of``:
+    an image reference's diff ids, [] when the engine has no such image) is newer than
+    ``epoch`` (s). The verdict (``describe``) is appended to the build log ``log_path``.
+    Raises ``BuildError`` naming the log for a layout that cannot be read."""
+    parents = {d for ref in from_images(dockerfile) for d in layers_of(ref)}
+    try:
+        newer = newer_entries(layout, epoch, parents)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise BuildError(f"cannot read the build's OCI layout ({clip(str(exc), 200)}); "
+                         f"log: {log_path}") from None
+    with open(log_path, "a", encoding="utf-8") as log:
+        log.write(f"stagecraft: {describe(newer, epoch)}\n")
+    return bool(newer)

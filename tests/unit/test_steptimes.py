@@ -1,0 +1,162 @@
+"""File times fixed where the files are made (stagecraft/steptimes.py, issue 23 item 2):
+the templates' promise (every RUN ends with FIX_TIMES, nothing copied by COPY or ADD), the
+check of an exported OCI layout against SOURCE_DATE_EPOCH, and the build log's verdict.
+The check runs on layouts written here in the format BuildKit writes (image-spec
+image-layout.md); the engine's side is tests/integration/test_reproducible.py."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from stagecraft.bases import base_image
+from stagecraft.errors import BuildError
+from stagecraft.expand import expand
+from stagecraft.matrix import load_matrix
+from stagecraft.plan import full_dockerfile
+from stagecraft.steptimes import (
+    FIX_TIMES,
+    NewerEntry,
+    check_export,
+    describe,
+    from_images,
+    makes_dated_layers,
+    newer_entries,
+)
+from tests.conftest import ROOT
+from tests.unit.dockerfile_model import instructions
+
+EPOCH = 1783764997
+MATRIX = load_matrix(ROOT / "matrix.yaml")
+CASES = [(s, p) for s in expand(MATRIX) for p in (s.platforms or ("linux/amd64",))]
+
+
+@pytest.mark.parametrize(("spec", "platform"), CASES, ids=[f"{s.tag}@{p}" for s, p in CASES])
+def test_every_step_of_every_tag_fixes_its_file_times(spec, platform):
+    base = base_image(spec.base, "pull" if "pull" in spec.base else None, platform)
+    text = full_dockerfile(MATRIX, spec, base, "0" * 40, "1970-01-01T00:00:00Z")
+    found = instructions(text)
+    runs = [i for i in found if i.keyword == "run"]
+    assert runs
+    for i in runs:
+        assert i.args.rstrip().endswith(FIX_TIMES), f"line {i.line}: RUN does not end with FIX_TIMES"
+    assert [i.line for i in found if i.keyword in ("copy", "add")] == []
+    assert not makes_dated_layers(text)
+
+
+def test_copy_and_add_lines_are_found_and_scratch_is_no_parent():
+    assert makes_dated_layers("FROM a\nCOPY x /x\n")
+    assert makes_dated_layers("FROM a\n  add https://example.org/k.deb /tmp/\n")
+    assert not makes_dated_layers("FROM a\nRUN echo COPY x\n#COPY in a comment\n")
+    assert from_images("FROM --platform=linux/arm64 stagecraft-stage/base:abc AS runtime\n"
+                       "ARG SOURCE_DATE_EPOCH\nFROM scratch\nfrom other:1\n") == [
+        "stagecraft-stage/base:abc", "other:1"]
+
+
+def _blob(layout: Path, data: bytes) -> str:
+    digest = hashlib.sha256(data).hexdigest()
+    (layout / "blobs" / "sha256").mkdir(parents=True, exist_ok=True)
+    (layout / "blobs" / "sha256" / digest).write_bytes(data)
+    return f"sha256:{digest}"
+
+
+def _layer(entries: list[tuple[str, float]], compress: bool = True) -> tuple[bytes, str]:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, mtime in entries:
+            info = tarfile.TarInfo(name)
+            if name.endswith("/"):
+                info.type = tarfile.DIRTYPE
+            else:
+                info.size = 3
+            info.mtime = mtime
+            tar.addfile(info, io.BytesIO(b"abc") if info.size else None)
+    data = raw.getvalue()
+    diff_id = f"sha256:{hashlib.sha256(data).hexdigest()}"
+    return (gzip.compress(data, mtime=0) if compress else data), diff_id
+
+
+def _layout(tmp_path: Path, layers: list[list[tuple[str, float]]], attested: bool = False,
+            media: str = "application/vnd.oci.image.layer.v1.tar+gzip") -> tuple[Path, list[str]]:
+    layout = tmp_path / "iid.oci"
+    descriptors, diff_ids = [], []
+    for entries in layers:
+        data, diff_id = _layer(entries, compress=media.endswith("gzip"))
+        descriptors.append({"mediaType": media, "digest": _blob(layout, data), "size": len(data)})
+        diff_ids.append(diff_id)
+    config = json.dumps({"rootfs": {"type": "layers", "diff_ids": diff_ids}}).encode()
+    manifest = json.dumps({"schemaVersion": 2, "config": {
+        "mediaType": "application/vnd.oci.image.config.v1+json", "digest": _blob(layout, config),
+        "size": len(config)}, "layers": descriptors}).encode()
+    top = {"mediaType": "application/vnd.oci.image.manifest.v1+json",
+           "digest": _blob(layout, manifest), "size": len(manifest)}
+    if attested:  # BuildKit's index: the image and an attestation manifest about it
+        att = {"mediaType": "application/vnd.oci.image.manifest.v1+json",
+               "digest": _blob(layout, b'{"layers": []}'), "size": 14,
+               "annotations": {"vnd.docker.reference.type": "attestation-manifest",
+                               "vnd.docker.reference.digest": top["digest"]}}
+        index = json.dumps({"schemaVersion": 2, "manifests": [top, att]}).encode()
+        top = {"mediaType": "application/vnd.oci.image.index.v1+json",
+               "digest": _blob(layout, index), "size": len(index)}
+    (layout / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [top]}))
+    return layout, diff_ids
+
+
+def test_a_layout_whose_new_layers_keep_to_the_epoch_passes(tmp_path):
+    layout, _ = _layout(tmp_path, [[("etc/", EPOCH - 5), ("etc/x", EPOCH)], [("opt/y", 0)]],
+                        attested=True)
+    before = (layout / "index.json").read_text()
+    assert newer_entries(layout, EPOCH, set()) == []
+    assert (layout / "index.json").read_text() == before  # only read: load_layout keeps the provenance
+
+
+def test_an_entry_after_the_epoch_is_named_with_its_layer_and_parents_are_not_read(tmp_path):
+    layout, diff_ids = _layout(tmp_path, [[("usr/", EPOCH + 9)],
+                                          [("opt/", EPOCH), ("opt/x/", EPOCH + 1), ("opt/x/f", EPOCH + 2)]])
+    assert newer_entries(layout, EPOCH, {diff_ids[0]}) == [
+        NewerEntry(1, "opt/x", EPOCH + 1), NewerEntry(1, "opt/x/f", EPOCH + 2)]
+    assert newer_entries(layout, EPOCH, set(), limit=1) == [NewerEntry(0, "usr", EPOCH + 9)]
+    assert newer_entries(layout, EPOCH, set(diff_ids)) == []
+
+
+def test_an_uncompressed_layer_is_read_and_another_media_type_is_refused(tmp_path):
+    layout, _ = _layout(tmp_path, [[("a", EPOCH + 1)]], media="application/vnd.oci.image.layer.v1.tar")
+    assert newer_entries(layout, EPOCH, set()) == [NewerEntry(0, "a", EPOCH + 1)]
+    zstd, _ = _layout(tmp_path / "z", [[("a", 0)]], media="application/vnd.oci.image.layer.v1.tar+zstd")
+    with pytest.raises(ValueError, match="tar\\+zstd"):
+        newer_entries(zstd, EPOCH, set())
+
+
+def test_the_log_says_the_verdict_and_a_broken_layout_names_the_log(tmp_path):
+    log = tmp_path / "build.log"
+    log.write_text("#12 DONE\n")
+    good, _ = _layout(tmp_path / "g", [[("a", EPOCH)]])
+    assert check_export(good, "FROM p\nRUN x\n", EPOCH, lambda ref: [], log) is False
+    bad, diff_ids = _layout(tmp_path / "b", [[("p", EPOCH + 7)], [("a/", EPOCH + 1)]])
+    asked = []
+    assert check_export(bad, "FROM p:1\nRUN x\n", EPOCH, lambda ref: asked.append(ref) or diff_ids[:1],
+                        log) is True
+    assert asked == ["p:1"]
+    lines = log.read_text().splitlines()
+    assert lines[0] == "#12 DONE"
+    assert lines[1] == (f"stagecraft: no entry of a new layer is newer than SOURCE_DATE_EPOCH={EPOCH}: "
+                        "exported as the steps left it (no rewrite pass)")
+    assert lines[2] == (f"stagecraft: entries newer than SOURCE_DATE_EPOCH={EPOCH} (layer 1: a "
+                        f"({EPOCH + 1})): exporting again with rewrite-timestamp")
+    blob = next(p for p in (bad / "blobs" / "sha256").iterdir() if p.stat().st_size > 100)
+    blob.write_bytes(b"\x1f\x8b\x08\x00 not gzip at all")
+    with pytest.raises(BuildError, match=f"cannot read the build's OCI layout .*; log: {log}"):
+        check_export(bad, "FROM p:1\n", EPOCH, lambda ref: [], log)
+
+
+def test_the_description_names_three_and_counts_the_rest():
+    entries = [NewerEntry(2, f"f{i}", EPOCH + i) for i in range(1, 6)]
+    assert describe(entries, EPOCH).endswith(
+        f"(layer 2: f1 ({EPOCH + 1}), layer 2: f2 ({EPOCH + 2}), layer 2: f3 ({EPOCH + 3}) and 2 more): "
+        "exporting again with rewrite-timestamp")
