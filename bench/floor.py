@@ -142,8 +142,11 @@ def stage_profile(stage: dict, parent_ref: str | None, logs: list[Path], bw: flo
     with open(log, "rb") as f:  # a stage log is a few hundred kB; read at most LOG_BYTES
         text = f.read(LOG_BYTES).decode("utf-8", "replace")
     first = text.split("\n", 1)[0]
-    row["route"] = ("reproducible: buildx, OCI layout, docker load" if "rewrite-timestamp=true" in first
-                    else "buildx" if " buildx " in first else "docker build (classic store)")
+    row["route"] = ("reproducible: buildx, OCI layout (rewrite-timestamp), docker load"
+                    if "rewrite-timestamp=true" in text else
+                    "reproducible: buildx, OCI layout (times fixed by the steps), docker load"
+                    if "type=oci" in first else
+                    "buildx" if " buildx " in first else "docker build (classic store)")
     parsed = parse([(0.0, ln) for ln in text.splitlines()])
     got = fetches(text)
     size, parent = image_size(stage["image"]), image_size(parent_ref) if parent_ref else 0

@@ -18,9 +18,9 @@ from .yamlsrc import Locator
 @dataclass(frozen=True)
 class Stage:
     """One stage template: ``uses`` names the component tables it renders with,
-    ``copies`` the build-context paths it COPYs, ``tests`` its testinfra suites,
-    ``parents`` the stages it may be built on (empty: on the OS base image; see
-    ``chains``)."""
+    ``copies`` the build-context paths it copies (bind-mounted in its RUN steps),
+    ``tests`` its testinfra suites, ``parents`` the stages it may be built on (empty: on
+    the OS base image; see ``chains``)."""
 
     name: str
     template: str

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import docker
 import pytest
 
 from tests.integration import engines
@@ -97,3 +98,77 @@ def test_docker_20_10_says_why_not():
     line = proc.stderr.strip().splitlines()[-1]
     assert line.startswith("error: verify-reproducible 2.6.2-cpu: impossible here: Docker 20.10")
     assert "rewrite-timestamp" in line and "Docker 25+" in line
+
+
+def _route_build(runner, monkeypatch, tmp_path: Path, name: str, steps: str, *extra: str):
+    """Engine.build (in this process, on the modern engine) of ``FROM <the bootstrapped
+    base>`` + ``steps`` with the lock's epoch, as stage builds run it. Returns (image id,
+    the build log's text)."""
+    from stagecraft.engine import Engine
+
+    for key, value in runner.env.items():
+        monkeypatch.setenv(key, value)
+    bases = [t for i in runner.client().images.list(name="stagecraft-base/debian")
+             for t in i.tags if "amd64" in t]
+    if not bases:  # run alone: build 2.6.2-cpu as the first test does (its base with it)
+        proc = runner.cli("--tag", "2.6.2-cpu", "--platform", "linux/amd64", timeout=RUN_TIMEOUT)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        bases = [t for i in runner.client().images.list(name="stagecraft-base/debian")
+                 for t in i.tags if "amd64" in t]
+    base = bases[0]
+    ctx = tmp_path / name
+    ctx.mkdir()
+    (ctx / "f.txt").write_text("context file\n")
+    (ctx / "Dockerfile").write_text(f"FROM {base}\nARG SOURCE_DATE_EPOCH\n{steps}\n")
+    log = tmp_path / f"{name}.log"
+    engine = Engine()
+    image = engine.build(ctx / "Dockerfile", ctx, log, tmp_path / f"{name}.iid", {},
+                         source_date_epoch=EPOCH, extra_args=list(extra),
+                         provenance_dir=tmp_path / "provenance")
+    engine.tag(image, f"stagecraft-it/route:{name}")  # as a stage build names its image
+    return image, log.read_text()
+
+
+EPOCH = 1783764997
+
+
+@pytest.mark.modern
+def test_each_export_route_gives_the_epoch_and_says_which_it_took(runner, monkeypatch, tmp_path):
+    """The templates' route (steps fix their times: no rewrite pass), a plain RUN (the
+    check finds its files newer than the epoch: exported again with rewrite-timestamp) and
+    a COPY (rewrite at once). Each, built twice with no cache, gives one image."""
+    from stagecraft.steptimes import FIX_TIMES
+
+    client = runner.client()
+    try:
+        fixed = f"RUN mkdir -p /opt/route && echo fixed > /opt/route/f && {FIX_TIMES}"
+        a, log = _route_build(runner, monkeypatch, tmp_path, "fixed1", fixed, "--no-cache")
+        b, _ = _route_build(runner, monkeypatch, tmp_path, "fixed2", fixed, "--no-cache")
+        assert a == b
+        assert "exported as the steps left it (no rewrite pass)" in log
+        assert "rewrite-timestamp=true" not in log
+
+        plain = "RUN mkdir -p /opt/route && echo plain > /opt/route/f"
+        a, log = _route_build(runner, monkeypatch, tmp_path, "plain1", plain, "--no-cache")
+        b, _ = _route_build(runner, monkeypatch, tmp_path, "plain2", plain, "--no-cache")
+        assert a == b
+        commands = [ln for ln in log.splitlines() if ln.startswith("$ ")]
+        assert "rewrite-timestamp=true" not in commands[0] and "rewrite-timestamp=true" in commands[1]
+        assert f"entries newer than SOURCE_DATE_EPOCH={EPOCH} (layer " in log
+        assert "opt/route" in log and "exporting again with rewrite-timestamp" in log
+
+        a, log = _route_build(runner, monkeypatch, tmp_path, "copy1", "COPY f.txt /opt/route/", "--no-cache")
+        commands = [ln for ln in log.splitlines() if ln.startswith("$ ")]
+        assert "rewrite-timestamp=true" in commands[0] and "no rewrite pass" not in log
+        # What the image holds is dated by the epoch on every route.
+        for name, f in (("fixed1", "f"), ("plain1", "f"), ("copy1", "f.txt")):
+            out = client.containers.run(f"stagecraft-it/route:{name}",
+                                        ["stat", "-c", "%Y", "/opt/route", f"/opt/route/{f}"],
+                                        remove=True).decode().split()
+            assert out == [str(EPOCH), str(EPOCH)], (name, out)
+    finally:
+        for name in ("fixed1", "fixed2", "plain1", "plain2", "copy1"):
+            try:
+                client.images.remove(f"stagecraft-it/route:{name}", force=True)
+            except docker.errors.DockerException:  # not made, or gone with its tag
+                pass
