@@ -9,6 +9,7 @@ base is pinned by digest.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import platform as _platform
@@ -164,6 +165,19 @@ def _bootstrap(engine: Engine, base: BaseImage, log: Callable[[str], None]) -> s
 _ALONE = ("unshare", "--mount", "--propagation", "private", "--pid", "--fork",
           "--kill-child=SIGKILL")
 
+
+@functools.cache
+def _alone_works() -> bool:
+    """Whether ``_ALONE`` can run here (util-linux installed, namespaces permitted: a
+    container without CAP_SYS_ADMIN or with a seccomp filter refuses them); without it
+    debootstrap runs as before, its mounts the host's."""
+    if shutil.which("unshare") is None:
+        return False
+    try:
+        return subprocess.run([*_ALONE, "true"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
 # Files that record when or on which machine the rootfs was made, not what it holds.
 _VOLATILE = ("var/log", "var/cache/ldconfig/aux-cache", "var/cache/debconf/*-old",
              "var/lib/dpkg/*-old", "debootstrap")
@@ -188,7 +202,7 @@ def bootstrap_rootfs(base: BaseImage, workdir: Path) -> Path:
     env = dict(os.environ)
     if base.source_date_epoch:
         env["SOURCE_DATE_EPOCH"] = str(base.source_date_epoch)
-    proc = subprocess.run([*_ALONE, *cmd] if shutil.which("unshare") else cmd,
+    proc = subprocess.run([*_ALONE, *cmd] if _alone_works() else cmd,
                           capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]

@@ -50,6 +50,7 @@ class Engine:
         self._facts: EngineFacts | None = None
         self._containerd: bool | None = None
         self._rewrites: bool | None = None
+        self._stopped = False  # stop_builds was called: start no second export
         self._running: set[subprocess.Popen] = set()
         self._lock = threading.Lock()
 
@@ -57,6 +58,7 @@ class Engine:
         """Terminate every build in flight (SIGTERM to the docker client, which cancels
         its BuildKit solve). For Ctrl-C: nothing half-built gets a name."""
         with self._lock:
+            self._stopped = True
             running = list(self._running)
         for proc in running:
             proc.terminate()
@@ -170,13 +172,11 @@ class Engine:
               provenance_dir: Path | None = None) -> str:
         """Build one Dockerfile with BuildKit; returns the image id.
 
-        The full plain-progress output goes to ``log_path`` and, line by line, to
-        ``progress`` (what ran, what came from a cache, which caches failed); each step's
-        first line is passed to ``on_step``. Secrets are ``id -> file`` (BuildKit secret
-        mounts: never in a layer). ``source_date_epoch`` (seconds; 0: none) is passed as
-        the ``SOURCE_DATE_EPOCH`` build argument (a stage that declares ``ARG
-        SOURCE_DATE_EPOCH`` gives it to its RUN steps: Python then writes hash-based
-        .pyc files, shadow's useradd dates the account with it).
+        The plain-progress output goes to ``log_path`` and, line by line, to ``progress``
+        (what ran, came from a cache, which caches failed); each step's first line to
+        ``on_step``. Secrets: ``id -> file`` (BuildKit secret mounts: never in a layer).
+        ``source_date_epoch`` (s; 0: none) is the ``SOURCE_DATE_EPOCH`` build argument (a
+        stage's ``ARG SOURCE_DATE_EPOCH`` gives it to its RUN steps: hash-based .pyc).
 
         Where ``rewrites_timestamps`` holds (BuildKit 0.13, buildx, the containerd image
         store), a build with an epoch gets file times in its new layers, its config and
@@ -185,8 +185,9 @@ class Engine:
         it is exported as an OCI layout and loaded (``load_layout``: the engine gets the
         image manifest, not an index with the attestation, so its id does not depend on
         the build's time). The steps fix layer times (``steptimes``): ``rewrite-timestamp``
-        is used where the layout shows an entry newer than the epoch (exported again), or
-        at once for a Dockerfile with COPY or ADD. Raises ``BuildError`` naming the log.
+        is used where the layout shows an entry newer than the epoch (built again from the
+        cache just made, ``steptimes.again_args``; not after ``stop_builds``), or at once
+        for a Dockerfile with COPY or ADD. Raises ``BuildError`` naming the log.
         """
         layout = None
         rewrite = False
@@ -196,13 +197,15 @@ class Engine:
             rewrite = bool(source_date_epoch) and steptimes.makes_dated_layers(text)
         metadata = iidfile.with_name(iidfile.name + ".metadata.json")
 
-        def run(rewrite: bool, append: bool = False) -> None:
+        def run(rewrite: bool, again: bool = False) -> None:
             argv = build_argv(self.builder, dockerfile, context, iidfile, secrets=secrets,
-                              build_args=build_args or {}, extra_args=extra_args,
+                              build_args=build_args or {},
+                              extra_args=steptimes.again_args(extra_args) if again else extra_args,
                               source_date_epoch=source_date_epoch, layout=layout,
                               rewrite_timestamps=rewrite, provenance=provenance_dir is not None,
                               metadata=metadata)
-            rc, tail = self._run_logged(argv, log_path, progress, on_step, append)
+            rc, tail = self._run_logged(argv, log_path, None if again else progress,
+                                        None if again else on_step, append=again)
             if rc != 0 or not iidfile.exists():
                 self._raise_failed(rc, tail, log_path)
 
@@ -214,7 +217,9 @@ class Engine:
                     layout, text, source_date_epoch, self._layers, log_path):
                 shutil.rmtree(layout, ignore_errors=True)
                 iidfile.unlink(missing_ok=True)
-                run(True, append=True)
+                if self._stopped:  # Ctrl-C came while the layout was checked
+                    raise BuildError(f"stopped before the export with rewrite-timestamp; log: {log_path}")
+                run(True, again=True)
             return load_layout(self.builder, layout, log_path, provenance_dir, self.image_id,
                                self.answers)
         finally:
@@ -257,9 +262,8 @@ class Engine:
         return rc, tail
 
     def _raise_failed(self, rc: int, tail: list[str], log_path: Path) -> None:
-        """Raise the ``BuildError`` of a failed build: its own reason (``failure_reason``
-        of the output's ``tail``), or the engine's when the engine stopped answering or
-        the client lost its connection."""
+        """Raise the ``BuildError`` of a failed build: its reason (``failure_reason`` of
+        ``tail``), or the engine's when it stopped answering or the connection broke."""
         reason = failure_reason(tail)
         if not self.answers():  # the client's last words are a symptom, not the cause
             raise BuildError(f"the Docker engine stopped answering during the build (the "
@@ -279,8 +283,7 @@ class Engine:
         return digest if digest and self.image_id(digest) is not None else iid
 
     def answers(self, timeout_s: float = 10) -> bool:
-        """Whether the daemon answers a ping within ``timeout_s`` seconds now (a fresh
-        connection from the environment, as a new client would make)."""
+        """Whether the daemon answers a ping within ``timeout_s`` s now (a new connection)."""
         try:
             return bool(docker.from_env(timeout=timeout_s).ping())
         except Exception:  # noqa: BLE001 - any failure to reach it is the answer
@@ -333,12 +336,10 @@ class Engine:
 
     def assemble_index(self, ref: str, dockerfile: str, platforms: Iterable[str],
                        log_path: Path) -> str:
-        """Tag ``ref`` as an OCI image index of images already built, one per platform
-        of ``platforms`` (``linux/arm64``), without rebuilding them: ``dockerfile`` is the
-        text of a multi-platform build whose stage for each platform is ``FROM`` that
-        image (``render.index_dockerfile``; the engine renders nothing itself), built with
-        ``--platform`` listing them all. Needs ``multi_platform()``. Returns the index's
-        image id. Raises ``BuildError``."""
+        """Tag ``ref`` as an OCI image index of images already built, one per platform of
+        ``platforms``, without rebuilding them: ``dockerfile`` (``render.index_dockerfile``)
+        has a ``FROM`` stage per platform, built with ``--platform`` listing them all.
+        Needs ``multi_platform()``. Returns the index's image id. Raises ``BuildError``."""
         with tempfile.TemporaryDirectory(prefix="stagecraft-index-") as tmp:
             path = Path(tmp) / "Dockerfile"
             path.write_text(dockerfile)

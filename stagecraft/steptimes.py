@@ -13,9 +13,12 @@ which no step can change afterwards). The config and history take the epoch from
 
 A build is then exported as it is, and ``newer_entries`` checks the claim on what was
 exported: no entry of a layer the build made is newer than the epoch. Where one is (a
-template of one's own with a plain RUN, a ``WORKDIR`` that creates its directory), the
-build is exported again with ``rewrite-timestamp`` (``Engine.build``). A Dockerfile with
-``COPY`` or ``ADD`` (``makes_dated_layers``) goes that way at once.
+template of one's own with a plain RUN, a ``WORKDIR`` that creates its directory), or a
+layer cannot be read here, the build runs again from the cache it just made and exports
+with ``rewrite-timestamp`` (``Engine.build``, ``again_args``). A Dockerfile with ``COPY``
+or ``ADD`` (``makes_dated_layers``) goes that way at once. The two routes give different
+manifests for the same files (the rewrite annotates the layers it made), each
+reproducible: what decides the route is the Dockerfile and what its steps write.
 """
 
 from __future__ import annotations
@@ -23,26 +26,29 @@ from __future__ import annotations
 import json
 import re
 import tarfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import BuildError
 from .ocilayout import image_manifest
 from .safetext import clip
 
-# The end of every RUN of the templates (``{{ fix_times }}``): each file of the step's
-# file system newer than SOURCE_DATE_EPOCH (seconds) gets that time, links themselves
-# (-h) included; what the step mounts is pruned (the engine's /etc/hosts, resolv.conf
-# and hostname, BuildKit's secrets, and, by -xdev, /proc, /sys, /dev with the build
-# context mounted under it). A directory keeps the time set here: touching a file does
-# not change its directory's time. Without the build argument it does nothing. A touch
-# that fails (a mount not pruned here) fails the step.
+# The end of every RUN of the templates (``{{ fix_times }}``): each file this step made
+# or changed and that is newer than SOURCE_DATE_EPOCH (seconds) gets that time, links
+# themselves (-h) included. "This step's": its status changed after the container's /dev
+# was made (-cnewer /dev: the runtime makes /dev, a tmpfs, as the step's container
+# starts), so a file of a lower layer is never touched (a touch would copy it up whole
+# into the new layer). What the step mounts is pruned (the engine's /etc/hosts,
+# resolv.conf and hostname, BuildKit's secrets, and, by -xdev, /proc, /sys, /dev with
+# the build context mounted under it). A directory keeps the time set here: touching a
+# file does not change its directory's time. Without the build argument it does
+# nothing. A touch that fails (a read-only mount of one's own) fails the step.
 FIX_TIMES = (
     '{ [ -z "${SOURCE_DATE_EPOCH:-}" ] || find / -xdev \\( -path /proc -o -path /sys '
     '-o -path /dev -o -path /run/secrets -o -path /etc/hosts '
     '-o -path /etc/resolv.conf -o -path /etc/hostname \\) -prune '
-    '-o -newermt "@${SOURCE_DATE_EPOCH}" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }'
+    '-o -newermt "@${SOURCE_DATE_EPOCH}" -cnewer /dev '
+    '-exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +; }'
 )
 
 # Where the templates mount build-context paths in a RUN step: inside the container's own
@@ -150,14 +156,36 @@ def check_export(layout: Path, dockerfile: str, epoch: int,
     """Whether the build of ``dockerfile`` exported to ``layout`` must be exported again
     with ``rewrite-timestamp``: an entry of a layer its FROM images lack (``layers_of``:
     an image reference's diff ids, [] when the engine has no such image) is newer than
-    ``epoch`` (s). The verdict (``describe``) is appended to the build log ``log_path``.
-    Raises ``BuildError`` naming the log for a layout that cannot be read."""
-    parents = {d for ref in from_images(dockerfile) for d in layers_of(ref)}
+    ``epoch`` (s), or such a layer cannot be read here (zstd, a gzip of several members:
+    the rewrite makes it right all the same). The verdict is appended to the build log
+    ``log_path`` (``describe``, or what could not be read). Raises ``OSError`` when the
+    log cannot be written."""
     try:
+        parents = {d for ref in from_images(dockerfile) for d in layers_of(ref)}
         newer = newer_entries(layout, epoch, parents)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise BuildError(f"cannot read the build's OCI layout ({clip(str(exc), 200)}); "
-                         f"log: {log_path}") from None
+        verdict = describe(newer, epoch)
+    except Exception as exc:  # noqa: BLE001 - any reading failure takes the rewrite route
+        newer = [NewerEntry(-1, "", 0.0)]
+        verdict = (f"the build's OCI layout could not be checked ({clip(str(exc) or type(exc).__name__, 200)}): "
+                   "exporting again with rewrite-timestamp")
     with open(log_path, "a", encoding="utf-8") as log:
-        log.write(f"stagecraft: {describe(newer, epoch)}\n")
+        log.write(f"stagecraft: {verdict}\n")
     return bool(newer)
+
+
+def again_args(extra_args: Iterable[str]) -> list[str]:
+    """The build options of the second build that exports with ``rewrite-timestamp``,
+    from the first's: without ``--no-cache`` (the first build just cached every step, so
+    the second only exports) and without ``--cache-to`` (the first exported the cache)."""
+    out: list[str] = []
+    skip = False
+    for arg in extra_args:
+        if skip:
+            skip = False
+        elif arg == "--no-cache" or arg.startswith("--cache-to="):
+            pass
+        elif arg == "--cache-to":
+            skip = True
+        else:
+            out.append(arg)
+    return out
