@@ -53,6 +53,11 @@ DISK_DIR = Path("/var/lib/stagecraft") / NAME
 # host's file system refuses (quota, reserved blocks) the loop device gets an I/O error
 # and ext4 turns read-only, which no trial should meet.
 DISK_BYTES = 4 * 1024**3
+# BuildKit's cache on that disk, kept at most this big by each trial's tidy: every trial
+# builds new steps, and an engine's own cache GC keeps far more than this disk holds (a
+# run of 171 trials, the sixth of the day on one data root, filled it: no space left to
+# start a build, and every later trial failed its recovery).
+BUILD_CACHE_BYTES = 512 * 1024**2
 STATE_BYTES = 256 * 1024**2
 REPOSITORY = "stagecraft-faults/six"
 TAGS = {"1.16.0-cpu": "1.16.0", "1.17.0-cpu": "1.17.0"}  # tag -> alias
@@ -420,7 +425,8 @@ class Rig:
     def tidy(self) -> str:
         """Remove what earlier trials left that nothing uses, before a trial looks: suite
         containers (a trial that left one recorded it), the stage images no target of the
-        plan uses (``build.py prune --yes``) and images without a name. The engine's image
+        plan uses (``build.py prune --yes``), images without a name, and BuildKit's cache
+        past ``BUILD_CACHE_BYTES``. The engine's image
         list then stays short (the containerd image store took 10 to 15 s to list 548
         images, twice a trial, and more each trial). Returns "" or what failed, which the
         trial records."""
@@ -437,6 +443,7 @@ class Rig:
         if done.rc != 0:
             return f"build.py prune exited {done.rc}: {done.last_line()[:200]}"
         self.client.images.prune(filters={"dangling": True})
+        self.client.api.prune_builds(keep_storage=BUILD_CACHE_BYTES)
         return ""
 
     def images(self) -> set[str]:
