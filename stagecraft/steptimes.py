@@ -163,14 +163,14 @@ def check_export(layout: Path, dockerfile: str, epoch: int,
     try:
         parents = {d for ref in from_images(dockerfile) for d in layers_of(ref)}
         newer = newer_entries(layout, epoch, parents)
-        verdict = describe(newer, epoch)
+        again, verdict = bool(newer), describe(newer, epoch)
     except Exception as exc:  # noqa: BLE001 - any reading failure takes the rewrite route
-        newer = [NewerEntry(-1, "", 0.0)]
+        again = True
         verdict = (f"the build's OCI layout could not be checked ({clip(str(exc) or type(exc).__name__, 200)}): "
                    "exporting again with rewrite-timestamp")
     with open(log_path, "a", encoding="utf-8") as log:
         log.write(f"stagecraft: {verdict}\n")
-    return bool(newer)
+    return again
 
 
 def again_args(extra_args: Iterable[str]) -> list[str]:
