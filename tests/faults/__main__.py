@@ -1,7 +1,8 @@
 """The fault-injection suite (issue 24): ``python -m tests.faults --faults N --seed S``.
 
-Drives real builds of the small ``six`` project on the suite's own engine
-(tests/faults/rig.py), injects ``N`` faults of the five kinds in turn, each at an
+Drives real builds of the small ``six`` project (``--project real``: ``2.6.2-cpu`` of this
+checkout's matrix, for the slow paths) on the suite's own engine (tests/faults/rig.py),
+injects ``N`` faults of the five kinds in turn, each at an
 instant drawn from ``random.Random(SEED)`` (the seed is printed first: rerun with it),
 checks the invariants after each fault and after the run that follows it
 (tests/faults/trials.py), and writes one JSON line per trial to ``--out`` as it goes,
@@ -22,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.faults.rig import Rig, load_json_lines
+from tests.faults.rig import PROJECTS, Rig, load_json_lines
 from tests.faults.trials import KINDS, calibrate, trial
 
 
@@ -57,8 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=None, help="random seed (default: from the clock)")
     ap.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated, of {','.join(KINDS)}")
     ap.add_argument("--out", type=Path, default=Path("faults.jsonl"), help="JSON lines, one per trial")
-    ap.add_argument("--work", type=Path, default=Path("/var/lib/stagecraft/stagecraft-faults/work"),
-                    help="the project, scratch and state mount (reused between suite runs)")
+    ap.add_argument("--work", type=Path, default=None,
+                    help="the project, scratch and state mount (reused between suite runs; default: "
+                         "/var/lib/stagecraft/<the project's engine>/work)")
+    ap.add_argument("--project", choices=sorted(PROJECTS), default="six",
+                    help="six (default: the small matrix, every phase) or real (2.6.2-cpu of this "
+                         "checkout's matrix: the slow paths); each on an engine of its own")
     ap.add_argument("--minutes", type=float, default=0, help="stop starting trials after this many minutes")
     ap.add_argument("--table", type=Path, nargs="+", metavar="JSONL",
                     help="print the table of these runs' JSON lines (one seed per file or many) and exit; "
@@ -86,9 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     signal.signal(signal.SIGINT, signal.default_int_handler)
     seed = args.seed if args.seed is not None else int(time.time())
-    print(f"faults: seed {seed}, {args.faults} trial(s) of {', '.join(kinds)}", flush=True)
+    print(f"faults: seed {seed}, {args.faults} trial(s) of {', '.join(kinds)} on the {args.project} project",
+          flush=True)
     rng = random.Random(seed)
-    rig = Rig(args.work)
+    project = PROJECTS[args.project]
+    rig = Rig(args.work or project.disk_dir / "work", project)
     t_up = time.monotonic()
     rig.up()
     outcomes: list[dict] = []
@@ -105,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                     break
                 kind = kinds[i % len(kinds)]
                 o = trial(rig, i, kind, rng, cal).to_json()
-                o["seed"] = seed
+                o["seed"], o["project"] = seed, args.project
                 outcomes.append(o)
                 out.write(json.dumps(o) + "\n")
                 out.flush()

@@ -2,15 +2,25 @@
 registry and a proxy in front of it; and how it looks at them.
 
 - **The engine** is a modern engine of the suite's own (``scripts/modern-engine.sh``
-  with ``STAGECRAFT_MODERN_NAME=stagecraft-faults``: Docker 26, the containerd image
+  with ``STAGECRAFT_MODERN_NAME`` the project's ``name``: Docker 26, the containerd image
   store), never the host's engine, so killing and restarting it disturbs nobody's work.
-  Its data root (/var/lib/docker) is an ext4 file system on a loop device
-  (``DISK_BYTES``, sparse), so a trial can fill it to the last bytes.
-- **The project** is the tests' small ``six`` matrix (a real Debian base, real apt and
-  pip: tests/unit/minimal_matrix.py; its images tested with the base suite alone,
-  ``RUNTIME_SUITE``), images ``stagecraft-faults/six:<version>-cpu``
-  with aliases ``<version>``. ``change()`` writes a new file under its ``entrypoint/``
-  so both runtime stages get new content keys and the next run builds, exports and tags.
+  Its data root (/var/lib/docker) is an ext4 file system on a loop device (the
+  project's ``disk_bytes``), so a trial can fill it to the last bytes.
+- **The project** (``PROJECTS``, ``--project``) is one of two:
+  - ``six`` (``SIX``, the default): the tests' small ``six`` matrix (a real Debian base,
+    real apt and pip: tests/unit/minimal_matrix.py; its images tested with the base
+    suite alone, ``RUNTIME_SUITE``), images ``stagecraft-faults/six:<version>-cpu``
+    with aliases ``<version>``. ``change()`` writes a new file under its ``entrypoint/``
+    so both runtime stages get new content keys and the next run builds, exports and
+    tags. A run takes seconds, so a trial's instants fall in every phase.
+  - ``real`` (``REAL``): the slow paths. This checkout's own matrix.yaml and
+    matrix.lock, the tag ``stagecraft/paddle:2.6.2-cpu`` (alias ``2.6.2``) as users
+    build it (on the suite's engine and registry, not the host's): a
+    debootstrapped base, PaddlePaddle's wheels installed hash-checked from the lock
+    into a 1 GB runtime stage, every suite of the tag. ``change()`` gives the
+    runtime's install step new content, so each run installs, exports and loads that
+    1 GB stage again and pushes its layers: faults land inside transfers that take
+    seconds, not milliseconds.
 - **The state directory** is a tmpfs of ``STATE_BYTES`` (a trial fills it).
 - **The registry** is Debian's ``docker-registry`` in the engine's container; the
   engine pushes to it through ``tests/faults/proxy.py`` (run in the engine's network
@@ -27,6 +37,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -42,25 +53,12 @@ import docker
 import requests
 
 from stagecraft import statefile, tools
+from stagecraft.platforms import host_platform
 from tests.integration import engines
 from tests.integration.harness import ROOT, six_project, with_default_signals
 from tests.integration.registryproc import ACCEPT, Registry
 
-NAME = "stagecraft-faults"
-DISK_DIR = Path("/var/lib/stagecraft") / NAME
-# The engine's data root (the six project's images and cache take about 0.5 GB). The file
-# is allocated whole: a sparse one makes the host allocate at write time, and where the
-# host's file system refuses (quota, reserved blocks) the loop device gets an I/O error
-# and ext4 turns read-only, which no trial should meet.
-DISK_BYTES = 4 * 1024**3
-# BuildKit's cache on that disk, kept at most this big by each trial's tidy: every trial
-# builds new steps, and an engine's own cache GC keeps far more than this disk holds (a
-# run of 171 trials, the sixth of the day on one data root, filled it: no space left to
-# start a build, and every later trial failed its recovery).
-BUILD_CACHE_BYTES = 512 * 1024**2
 STATE_BYTES = 256 * 1024**2
-REPOSITORY = "stagecraft-faults/six"
-TAGS = {"1.16.0-cpu": "1.16.0", "1.17.0-cpu": "1.17.0"}  # tag -> alias
 SIGNING_PASSWORD = "stagecraft-faults"  # the suite's own throwaway key pair's password
 # The runtime stage's suite line, left out of the suite's project: its images are tested
 # with the base suite alone (10 checks, about 3 s), as a test phase in the faults' way
@@ -70,55 +68,124 @@ SIGNING_PASSWORD = "stagecraft-faults"  # the suite's own throwaway key pair's p
 RUNTIME_SUITE = "\n    tests: [tests/image/test_runtime.py]"
 
 
+@dataclass(frozen=True)
+class Project:
+    """What a suite run drives (module docstring): ``name`` of its engine's container
+    (and of its directory under /var/lib/stagecraft), the engine's data root size
+    ``disk_bytes``, BuildKit's cache kept at most ``build_cache_bytes`` by each trial's
+    tidy (an engine's own cache GC keeps far more than the disk holds), its images'
+    ``repository`` and ``tags`` (tag -> alias); with ``host_platform_only``, its builds
+    and pushes are of the host's platform alone (``--platform``: the real matrix's tags
+    also declare linux/arm64, minutes under emulation, which no fault here is about)."""
+
+    key: str
+    name: str
+    disk_bytes: int
+    build_cache_bytes: int
+    repository: str
+    tags: dict
+    host_platform_only: bool = False
+
+    @property
+    def disk_dir(self) -> Path:
+        """Where its engine's disk image, data root mount, signer and tools live."""
+        return Path("/var/lib/stagecraft") / self.name
+
+    def write(self, root: Path) -> Path:
+        """Make the project under ``root`` (empty); returns its matrix.yaml."""
+        if self.key == "six":
+            matrix = six_project(root, self.repository)
+            text = matrix.read_text()
+            assert RUNTIME_SUITE in text, "the six matrix no longer declares the runtime suite as the rig expects"
+            matrix.write_text(text.replace(RUNTIME_SUITE, ""))
+            return matrix
+        caches = shutil.ignore_patterns("__pycache__", "*.pyc")
+        for name in ("templates", "entrypoint", "probes"):
+            shutil.copytree(ROOT / name, root / name, ignore=caches)
+        (root / "tests").symlink_to(ROOT / "tests")
+        # As they are: the lock is made for this matrix, its repository included (the
+        # images are named as users have them, on the suite's own engine and registry).
+        for name in ("matrix.yaml", "matrix.lock"):
+            shutil.copy2(ROOT / name, root / name)
+        return root / "matrix.yaml"
+
+    def change(self, root: Path) -> str:
+        """Give the runtime stage new content (``six``: a new file under entrypoint/, read
+        by the step that copies it; ``real``: a comment line in fix-permissions, which the
+        install step mounts, so that step runs again); returns the token written."""
+        token = secrets.token_hex(8)
+        if self.key == "six":
+            (root / "entrypoint" / "fault-trial.txt").write_text(token + "\n")
+        else:
+            script = root / "entrypoint" / "fix-permissions"
+            text = re.sub(r"\n# fault trial [0-9a-f]+\n$", "\n", script.read_text())
+            script.write_text(f"{text}# fault trial {token}\n")
+        return token
+
+
+# The six project's data root: its images and cache take about 0.5 GB. BuildKit's cache
+# kept at 512 MB: a run of 171 trials, the sixth of the day on one data root, filled it
+# (no space left to start a build, and every later trial failed its recovery).
+SIX = Project("six", "stagecraft-faults", 4 * 1024**3, 512 * 1024**2, "stagecraft-faults/six",
+              {"1.16.0-cpu": "1.16.0", "1.17.0-cpu": "1.17.0"})
+# 2.6.2-cpu: base and runtime about 1.3 GB unpacked, their blobs 0.4 GB, the layout a run
+# writes and loads 0.4 GB more, and a trial's stale runtime until the next tidy; the cache
+# keeps the base's apt step (the runtime's install step runs again every trial anyway).
+REAL = Project("real", "stagecraft-faults-real", 12 * 1024**3, 3 * 1024**3, "stagecraft/paddle",
+               {"2.6.2-cpu": "2.6.2"}, host_platform_only=True)
+PROJECTS = {p.key: p for p in (SIX, REAL)}
+
+
 def _sh(*argv: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(list(argv), capture_output=True, text=True, check=check, timeout=timeout)
 
 
-def data_disk() -> Path:
-    """The engine's data root: ``DISK_DIR/data``, an ext4 file system on a loop device
-    of ``DISK_DIR/disk.img``, made and mounted when it is not. Raises CalledProcessError."""
-    mnt = DISK_DIR / "data"
+def data_disk(project: Project) -> Path:
+    """The engine's data root: ``disk_dir/data``, an ext4 file system on a loop device
+    of ``disk_dir/disk.img``, made and mounted when it is not. Raises CalledProcessError."""
+    mnt = project.disk_dir / "data"
     if _sh("mountpoint", "-q", str(mnt), check=False).returncode == 0:
         return mnt
     mnt.mkdir(parents=True, exist_ok=True)
-    img = DISK_DIR / "disk.img"
+    img = project.disk_dir / "disk.img"
     if not img.exists():
         with open(img, "wb") as f:
-            os.posix_fallocate(f.fileno(), 0, DISK_BYTES)
+            os.posix_fallocate(f.fileno(), 0, project.disk_bytes)
         _sh("mkfs.ext4", "-q", "-F", "-m", "0", "-E", "nodiscard", str(img))
     _sh("mount", "-o", "loop", str(img), str(mnt))
     return mnt
 
 
-def start_engine() -> engines.TestEngine:
+def start_engine(project: Project) -> engines.TestEngine:
     """The suite's engine, started when it is not (its data volume bound to
     ``data_disk()``). Raises RuntimeError when it cannot start."""
-    was_mounted = _sh("mountpoint", "-q", str(DISK_DIR / "data"), check=False).returncode == 0
-    mnt = data_disk()
+    name = project.name
+    was_mounted = _sh("mountpoint", "-q", str(project.disk_dir / "data"), check=False).returncode == 0
+    mnt = data_disk(project)
     host = docker.from_env()
     if not was_mounted:  # an engine that started before the mount (a reboot) binds the bare directory
         try:
-            host.containers.get(NAME).stop(timeout=10)
+            host.containers.get(name).stop(timeout=10)
         except docker.errors.NotFound:
             pass
-    vol = f"{NAME}-data"
+    vol = f"{name}-data"
     try:
         opts = host.volumes.get(vol).attrs.get("Options") or {}
         if opts.get("device") != str(mnt):
             raise RuntimeError(f"volume {vol} exists and is not bound to {mnt}; remove it "
-                               f"(STAGECRAFT_MODERN_NAME={NAME} scripts/modern-engine.sh down)")
+                               f"(STAGECRAFT_MODERN_NAME={name} scripts/modern-engine.sh down)")
     except docker.errors.NotFound:
-        host.volumes.create(vol, driver="local", labels={"io.stagecraft.engine": NAME},
+        host.volumes.create(vol, driver="local", labels={"io.stagecraft.engine": name},
                             driver_opts={"type": "none", "o": "bind", "device": str(mnt)})
-    return engines.modern(NAME)
+    return engines.modern(name)
 
 
-def signing_key() -> tuple[dict[str, str], Path]:
-    """The suite's cosign key pair (``DISK_DIR/signer/cosign.key`` and ``.pub``, made on
+def signing_key(project: Project) -> tuple[dict[str, str], Path]:
+    """The suite's cosign key pair (``disk_dir/signer/cosign.key`` and ``.pub``, made on
     first use) and the cosign and oras it uses (``stagecraft.tools.ensure`` under
-    ``DISK_DIR``: fetched once per machine). Raises BuildError when they cannot be fetched."""
-    kit = tools.ensure(DISK_DIR)
-    signer = DISK_DIR / "signer"
+    ``disk_dir``: fetched once per machine). Raises BuildError when they cannot be fetched."""
+    kit = tools.ensure(project.disk_dir)
+    signer = project.disk_dir / "signer"
     if not (signer / "cosign.pub").is_file():
         shutil.rmtree(signer, ignore_errors=True)
         signer.mkdir(parents=True)
@@ -127,8 +194,8 @@ def signing_key() -> tuple[dict[str, str], Path]:
     return kit, signer / "cosign.key"
 
 
-def kill_engine(init_pid: int = 0) -> None:
-    """SIGKILL the engine's container: dockerd, its containers' shims and the registry
+def kill_engine(name: str, init_pid: int = 0) -> None:
+    """SIGKILL the engine's container ``name``: dockerd, its containers' shims and the registry
     die at once, as on a crash or an OOM kill of the engine. With ``init_pid`` (the
     container's first process, ``engine_pid``), the signal goes to it straight from
     here: the namespace's init dying takes every process of it at once, with no API
@@ -139,12 +206,13 @@ def kill_engine(init_pid: int = 0) -> None:
             return
         except ProcessLookupError:
             pass
-    _sh("docker", "kill", "--signal", "KILL", NAME, check=False)
+    _sh("docker", "kill", "--signal", "KILL", name, check=False)
 
 
-def engine_pid() -> int:
-    """The host pid of the engine container's first process (0 when it is not running)."""
-    out = _sh("docker", "inspect", "--format", "{{.State.Pid}}", NAME, check=False).stdout
+def engine_pid(name: str) -> int:
+    """The host pid of the first process of the engine's container ``name`` (0 when it
+    is not running)."""
+    out = _sh("docker", "inspect", "--format", "{{.State.Pid}}", name, check=False).stdout
     return int(out.strip() or 0)
 
 
@@ -170,16 +238,18 @@ class Run:
 class Rig:
     """The suite's engine, project, state directory, registry and proxy (module
     docstring). ``work`` holds the project, the scratch directory runs use as $TMPDIR,
-    the state file system's mount point and the proxy's control file."""
+    the state file system's mount point and the proxy's control file; ``project`` is
+    what it drives (``SIX`` or ``REAL``)."""
 
     work: Path
+    project: Project = SIX
     engine: engines.TestEngine = field(init=False)
     registry: Registry = field(init=False)
     proxy: subprocess.Popen | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.work.mkdir(parents=True, exist_ok=True)
-        self.project = self.work / "project"
+        self.project_dir = self.work / "project"
         self.scratch = self.work / "scratch"
         self.state = self.work / "state"
         self.control = self.work / "proxy.json"
@@ -190,16 +260,13 @@ class Rig:
         """Start the engine, make the project (anew: its templates, entrypoint and
         probes are this checkout's, its suites linked to this checkout's tests), mount the
         state file system, start the registry and its proxy."""
-        self.engine = start_engine()
+        self.engine = start_engine(self.project)
         self.client = self.engine.client()
-        self.signing = signing_key()
-        if (self.project / "matrix.yaml").is_file():  # an earlier suite run's: maybe older code
-            shutil.rmtree(self.project)
-        self.project.mkdir(parents=True, exist_ok=True)
-        matrix = six_project(self.project, REPOSITORY)
-        text = matrix.read_text()
-        assert RUNTIME_SUITE in text, "the six matrix no longer declares the runtime suite as the rig expects"
-        matrix.write_text(text.replace(RUNTIME_SUITE, ""))
+        self.signing = signing_key(self.project)
+        if (self.project_dir / "matrix.yaml").is_file():  # an earlier suite run's: maybe older code
+            shutil.rmtree(self.project_dir)
+        self.project_dir.mkdir(parents=True, exist_ok=True)
+        self.project.write(self.project_dir)
         self.scratch.mkdir(exist_ok=True)
         self.state.mkdir(exist_ok=True)
         if _sh("mountpoint", "-q", str(self.state), check=False).returncode != 0:
@@ -213,7 +280,7 @@ class Rig:
 
     def start_proxy(self) -> None:
         """The proxy in the engine's network namespace, on the engine's address."""
-        pid = self.client_host().containers.get(NAME).attrs["State"]["Pid"]
+        pid = self.client_host().containers.get(self.project.name).attrs["State"]["Pid"]
         self.proxy_port = self.registry.port + 1
         self.proxy = subprocess.Popen(
             ["nsenter", f"--net=/proc/{pid}/ns/net", sys.executable, "-m", "tests.faults.proxy",
@@ -236,7 +303,7 @@ class Rig:
         if self.proxy is not None:
             self.proxy.kill()
             self.proxy.wait()
-        self.engine = engines.modern(NAME)
+        self.engine = engines.modern(self.project.name)
         self.client = self.engine.client()
         self.registry.pid = ""
         self.registry.start()
@@ -280,15 +347,28 @@ class Rig:
 
     # -- the project -------------------------------------------------------------
     def change(self) -> str:
-        """New content for both runtime stages (a file under entrypoint/); returns it."""
-        token = secrets.token_hex(8)
-        (self.project / "entrypoint" / "fault-trial.txt").write_text(token + "\n")
-        return token
+        """New content for the runtime stages (``Project.change``); returns it."""
+        return self.project.change(self.project_dir)
+
+    def data_disk(self) -> Path:
+        """The engine's data root (``data_disk``)."""
+        return data_disk(self.project)
+
+    def engine_pid(self) -> int:
+        """The host pid of the engine container's first process (``engine_pid``)."""
+        return engine_pid(self.project.name)
+
+    def kill_engine(self, init_pid: int = 0) -> None:
+        """SIGKILL the engine's container (``kill_engine``)."""
+        kill_engine(self.project.name, init_pid)
 
     def argv(self, *args: str) -> list[str]:
-        """``build.py ARGS`` on this project and state directory."""
+        """``build.py ARGS`` on this project and state directory (``build`` and ``push``
+        of the host's platform alone where the project says so)."""
+        only = (["--platform", host_platform()] if self.project.host_platform_only and args[:1]
+                in (("build",), ("push",)) else [])
         return [sys.executable, str(ROOT / "build.py"), *args[:1], "--matrix",
-                str(self.project / "matrix.yaml"), "--state-dir", str(self.state), *args[1:]]
+                str(self.project_dir / "matrix.yaml"), "--state-dir", str(self.state), *only, *args[1:]]
 
     def environ(self) -> dict[str, str]:
         """A run's environment: this engine, the scratch directory, the signing key (every
@@ -302,7 +382,7 @@ class Rig:
     def verify(self, tag: str) -> Run:
         """``build.py verify`` of ``tag`` as pushed (signature, SBOM, test record)."""
         key = self.signing[1].with_suffix(".pub")
-        return self.run("verify", f"{self.push_to}/{REPOSITORY}:{tag}", "--key", str(key))
+        return self.run("verify", f"{self.push_to}/{self.project.repository}:{tag}", "--key", str(key))
 
     def wait_tag_phase(self, proc: subprocess.Popen, timeout: float) -> float | None:
         """Wait until a run's tag phase has begun (its record ``tags/pending-*.json`` is
@@ -337,7 +417,7 @@ class Rig:
 
     def start(self, argv: list[str]) -> tuple[subprocess.Popen, Run, float]:
         """Start ``argv`` in a session of its own with default signal dispositions."""
-        proc = subprocess.Popen(with_default_signals(argv), cwd=self.project, env=self.environ(),
+        proc = subprocess.Popen(with_default_signals(argv), cwd=self.project_dir, env=self.environ(),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 start_new_session=True)
         return proc, Run(argv), time.monotonic()
@@ -393,9 +473,9 @@ class Rig:
     def names(self) -> dict[str, str | None]:
         """Every name of the project (each tag and alias) -> its image id, or None."""
         out: dict[str, str | None] = {}
-        for tag, alias in TAGS.items():
+        for tag, alias in self.project.tags.items():
             for name in (tag, alias):
-                ref = f"{REPOSITORY}:{name}"
+                ref = f"{self.project.repository}:{name}"
                 try:
                     out[ref] = self.client.images.get(ref).id
                 except docker.errors.ImageNotFound:
@@ -426,7 +506,7 @@ class Rig:
         """Remove what earlier trials left that nothing uses, before a trial looks: suite
         containers (a trial that left one recorded it), the stage images no target of the
         plan uses (``build.py prune --yes``), images without a name, and BuildKit's cache
-        past ``BUILD_CACHE_BYTES``. The engine's image
+        past the project's ``build_cache_bytes``. The engine's image
         list then stays short (the containerd image store took 10 to 15 s to list 548
         images, twice a trial, and more each trial). Returns "" or what failed, which the
         trial records."""
@@ -437,13 +517,13 @@ class Rig:
         for c in self.client.containers.list(all=True):
             if c.status != "running":
                 c.remove(force=True)
-        argv = [sys.executable, str(ROOT / "build.py"), "prune", "--matrix", str(self.project / "matrix.yaml"),
+        argv = [sys.executable, str(ROOT / "build.py"), "prune", "--matrix", str(self.project_dir / "matrix.yaml"),
                 "--yes"]
         done = self.finish(*self.start(argv), timeout=600)
         if done.rc != 0:
             return f"build.py prune exited {done.rc}: {done.last_line()[:200]}"
         self.client.images.prune(filters={"dangling": True})
-        self.client.api.prune_builds(keep_storage=BUILD_CACHE_BYTES)
+        self.client.api.prune_builds(keep_storage=self.project.build_cache_bytes)
         return ""
 
     def images(self) -> set[str]:

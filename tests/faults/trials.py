@@ -50,7 +50,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from stagecraft import statefile
-from tests.faults.rig import REPOSITORY, TAGS, Rig, Run, data_disk, engine_pid, kill_engine
+from tests.faults.rig import Rig, Run
 from tests.integration.harness import ROOT
 
 KINDS = ("signal", "engine", "registry", "disk", "concurrent")
@@ -107,7 +107,7 @@ def calibrate(rig: Rig) -> dict[str, float]:
     marks the end of its build, suites and tag phase: the ``test`` shape's span; and
     ``push only`` (``push`` of an image built and tested just before, untimed), the span
     of the registry kind's kill."""
-    first = next(iter(TAGS))
+    first = next(iter(rig.project.tags))
     rig.change()
     warm = rig.run(*command(first, False, rig, test=False))  # the base, once per engine
     assert warm.rc == 0, f"warm-up run failed:\n{warm.err[-3000:]}"
@@ -167,11 +167,11 @@ def _engine(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test:
     push = test and rng.random() < 0.5
     shape = "push" if push else "test" if test else "build"
     down = rng.uniform(0, 3)
-    pid = engine_pid()
+    pid = rig.engine_pid()
     proc, run, t0 = rig.start(rig.argv(*command(tag, push, rig, test=test)))
     at, instant, hit = _when(rig, rng, proc, cal[shape])
     if hit:
-        kill_engine(pid)
+        rig.kill_engine(pid)
         run.signalled = "engine"
         time.sleep(down)
         rig.restart_engine()
@@ -221,7 +221,7 @@ def _disk(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test: b
     # run, so the last bytes go while it writes (a stage export, a tag, a state write).
     mid = rng.random() < 0.5
     instant = rng.uniform(0, cal["test" if test else "build"]) if mid else 0.0
-    root = rig.state if where == "state" else data_disk()
+    root = rig.state if where == "state" else rig.data_disk()
     filler = None if mid else rig.fill(root, leave)
     try:
         proc, run, t0 = rig.start(rig.argv(*command(tag, False, rig, test=test)))
@@ -236,7 +236,7 @@ def _disk(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test: b
 
 
 def _concurrent(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test: bool) -> Injected:
-    other = rng.choice([tag, *[t for t in TAGS if t != tag]])
+    other = rng.choice([tag, *[t for t in rig.project.tags if t != tag]])
     instant = rng.uniform(0, cal["test" if test else "build"])
     p1, r1, t1 = rig.start(rig.argv(*command(tag, False, rig, test=test)))
     overlap = _wait_then(p1, instant)
@@ -270,8 +270,9 @@ def check_names(rig: Rig, before: dict[str, str | None], tested: bool,
     its tag phase, where no handler runs) may be split or missing until then."""
     now = rig.names()
     bad = []
-    for tag, alias in TAGS.items():
-        t, a = f"{REPOSITORY}:{tag}", f"{REPOSITORY}:{alias}"
+    repository = rig.project.repository
+    for tag, alias in rig.project.tags.items():
+        t, a = f"{repository}:{tag}", f"{repository}:{alias}"
         held = t in deferred and a in deferred
         if now[t] != now[a] and not held:
             bad.append(f"names split: {tag} -> {str(now[t])[7:19]}, {alias} -> {str(now[a])[7:19]}")
@@ -359,7 +360,8 @@ def check_message(kind: str, runs: list[Run]) -> list[str]:
 def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, float]) -> Outcome:
     """One trial of ``kind`` (module docstring): returns its outcome."""
     t0 = time.monotonic()
-    tag = rng.choice(sorted(TAGS))
+    tag = rng.choice(sorted(rig.project.tags))
+    repository, aliases = rig.project.repository, rig.project.tags
     test = kind == "registry" or rng.random() < 0.35
     untidy = rig.tidy()
     marks = [("tidy", time.monotonic())]
@@ -424,7 +426,7 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
     marks.append(("recovery", time.monotonic()))
     after = rig.names()
     for t, image_id in recovered.items():  # the names at what the recovery run made, whole
-        for ref in (f"{REPOSITORY}:{t}", f"{REPOSITORY}:{TAGS[t]}"):
+        for ref in (f"{repository}:{t}", f"{repository}:{aliases[t]}"):
             if after[ref] != image_id:
                 out.violations.append(f"after recovery {ref} -> {str(after[ref])[7:19]}, not the "
                                       f"recovery run's image {str(image_id)[7:19]}")
@@ -433,12 +435,12 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
     if push and out.recovery_rc == 0:  # in the registry too, a tag and its alias together
         pushed = rig.registry_tags()
         for t in tags:
-            tag_ref, alias_ref = f"{REPOSITORY}:{t}", f"{REPOSITORY}:{TAGS[t]}"
+            tag_ref, alias_ref = f"{repository}:{t}", f"{repository}:{aliases[t]}"
             if pushed.get(tag_ref) != pushed.get(alias_ref) or not pushed.get(tag_ref, "").startswith("sha256:"):
                 out.violations.append(f"after recovery the registry has {tag_ref} -> {pushed.get(tag_ref)}, "
                                       f"{alias_ref} -> {pushed.get(alias_ref)}")
     for t in tags:
-        img = after[f"{REPOSITORY}:{t}"]
+        img = after[f"{repository}:{t}"]
         try:
             rec_doc = rig.record(img) if img else None
         except (statefile.Unreadable, OSError):
