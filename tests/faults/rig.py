@@ -75,8 +75,10 @@ class Project:
     ``disk_bytes``, BuildKit's cache kept at most ``build_cache_bytes`` by each trial's
     tidy (an engine's own cache GC keeps far more than the disk holds), its images'
     ``repository`` and ``tags`` (tag -> alias); with ``host_platform_only``, its builds
-    and pushes are of the host's platform alone (``--platform``: the real matrix's tags
-    also declare linux/arm64, minutes under emulation, which no fault here is about)."""
+    are of the host's platform alone (``--platform``: the real matrix's tags also
+    declare linux/arm64, minutes under emulation, which no fault here is about; ``push``
+    pushes what was built). A run past ``run_timeout_s`` is killed by the suite (a
+    violation)."""
 
     key: str
     name: str
@@ -85,6 +87,7 @@ class Project:
     repository: str
     tags: dict
     host_platform_only: bool = False
+    run_timeout_s: float = 900
 
     @property
     def disk_dir(self) -> Path:
@@ -132,7 +135,7 @@ SIX = Project("six", "stagecraft-faults", 4 * 1024**3, 512 * 1024**2, "stagecraf
 # writes and loads 0.4 GB more, and a trial's stale runtime until the next tidy; the cache
 # keeps the base's apt step (the runtime's install step runs again every trial anyway).
 REAL = Project("real", "stagecraft-faults-real", 12 * 1024**3, 3 * 1024**3, "stagecraft/paddle",
-               {"2.6.2-cpu": "2.6.2"}, host_platform_only=True)
+               {"2.6.2-cpu": "2.6.2"}, host_platform_only=True, run_timeout_s=2400)
 PROJECTS = {p.key: p for p in (SIX, REAL)}
 
 
@@ -363,10 +366,10 @@ class Rig:
         kill_engine(self.project.name, init_pid)
 
     def argv(self, *args: str) -> list[str]:
-        """``build.py ARGS`` on this project and state directory (``build`` and ``push``
+        """``build.py ARGS`` on this project and state directory (``build`` and ``test``
         of the host's platform alone where the project says so)."""
         only = (["--platform", host_platform()] if self.project.host_platform_only and args[:1]
-                in (("build",), ("push",)) else [])
+                in (("build",), ("test",)) else [])
         return [sys.executable, str(ROOT / "build.py"), *args[:1], "--matrix",
                 str(self.project_dir / "matrix.yaml"), "--state-dir", str(self.state), *only, *args[1:]]
 
@@ -422,9 +425,10 @@ class Rig:
                                 start_new_session=True)
         return proc, Run(argv), time.monotonic()
 
-    @staticmethod
-    def finish(proc: subprocess.Popen, run: Run, t0: float, timeout: float = 900) -> Run:
-        """Wait for ``proc`` (killing its group past ``timeout`` s) and fill ``run``."""
+    def finish(self, proc: subprocess.Popen, run: Run, t0: float, timeout: float | None = None) -> Run:
+        """Wait for ``proc`` (killing its group past ``timeout`` s, default the project's
+        ``run_timeout_s``) and fill ``run``."""
+        timeout = timeout or self.project.run_timeout_s
         try:
             run.out, run.err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -434,14 +438,15 @@ class Rig:
         run.rc, run.seconds = proc.returncode, time.monotonic() - t0
         return run
 
-    def run(self, *args: str, timeout: float = 900) -> Run:
+    def run(self, *args: str, timeout: float | None = None) -> Run:
         """``build.py ARGS`` to its end."""
         return self.finish(*self.start(self.argv(*args)), timeout=timeout)
 
-    def run_marked(self, *args: str, mark: str, timeout: float = 900) -> tuple[Run, float | None]:
+    def run_marked(self, *args: str, mark: str, timeout: float | None = None) -> tuple[Run, float | None]:
         """``build.py ARGS`` to its end, reading its stderr as it comes; also the seconds
         after the start at which a line beginning with ``mark`` (leading spaces aside)
         first came, or None when none did. Past ``timeout`` s its group is killed."""
+        timeout = timeout or self.project.run_timeout_s
         proc, run, t0 = self.start(self.argv(*args))
         seen: list[float] = []
         err: list[str] = []

@@ -19,7 +19,8 @@ The five kinds (issue 24), each with its variants chosen at random per trial:
   or (half the trials) at an instant drawn over it, so the last bytes go while it
   writes: a stage export, a tag, a state write.
 - ``concurrent``: two ``--test`` builds at once on one engine and state directory, of
-  the same tag or of the two tags (which share their base stage), the second started
+  the same tag or of the two tags (which share their base stage; the real project has
+  one tag: the same tag always), the second started
   0 to D s after the first (struck: the first still ran when the second started).
 
 Invariants after every fault (``check_names`` and friends): every name points at its
@@ -35,7 +36,8 @@ base), each tag and its alias point at the complete image its report gives (test
 it tests), the registry's tag and alias at one digest and what it pushed verifies
 (``build.py verify``: signature, SBOM, test record), and no container (any on the
 engine), scratch directory or atomic write's temporary file is left. A run the suite
-had to kill past 900 s is a violation whatever fault it met.
+had to kill past the project's run timeout (900 s; the real project's 2400 s) is a
+violation whatever fault it met.
 """
 
 from __future__ import annotations
@@ -141,7 +143,7 @@ def _when(rig: Rig, rng: random.Random, proc: subprocess.Popen, span: float) -> 
     in four) as the run's tag phase begins, the window where names move. Returns the
     label, the instant (s after the start) and whether the run was still going then."""
     if rng.random() < 0.25:
-        waited = rig.wait_tag_phase(proc, 900)
+        waited = rig.wait_tag_phase(proc, rig.project.run_timeout_s)
         return "at tagging", waited or 0.0, waited is not None
     instant = rng.uniform(0, span)
     return "", instant, _wait_then(proc, instant)
@@ -198,7 +200,7 @@ def _registry(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, tes
     if variant == "kill":
         hit = _wait_then(proc, instant)
     elif variant == "kill mid-upload":
-        hit = rig.wait_proxy_log(proc, logged, 900) is not None
+        hit = rig.wait_proxy_log(proc, logged, rig.project.run_timeout_s) is not None
     else:
         hit = False
     if hit:
@@ -341,7 +343,7 @@ def check_message(kind: str, runs: list[Run]) -> list[str]:
                 bad.append(f"traceback: {run.err.strip().splitlines()[-1][:160]}")
             continue
         if run.timed_out:
-            bad.append("did not end within 900 s (killed by the suite)")
+            bad.append(f"did not end within {run.seconds:.0f} s (killed by the suite)")
             continue
         if run.rc in (0, None) or run.signalled == "KILL":
             continue  # a SIGKILLed run says nothing: the next run does
