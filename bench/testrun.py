@@ -20,6 +20,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 REPORTS = Path("/var/lib/stagecraft/test-reports")
+ROOT = Path(__file__).resolve().parents[1]
 # A report of a full run is about 2 MB; more than this is not one of ours.
 MAX_BYTES = 64 * 1024 * 1024
 
@@ -27,10 +28,12 @@ MAX_BYTES = 64 * 1024 * 1024
 def load(path: Path) -> tuple[dict, list[tuple[str, str, float, str]]]:
     """The report's suite attributes and its test cases as (file, name, seconds, outcome).
     Raises OSError (unreadable), ValueError (too big, not XML, no testsuite)."""
-    if path.stat().st_size > MAX_BYTES:
+    with open(path, "rb") as f:
+        data = f.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
         raise ValueError(f"{path}: over {MAX_BYTES} bytes, not a test report")
     try:
-        root = ET.parse(path).getroot()
+        root = ET.fromstring(data)
     except ET.ParseError as exc:
         raise ValueError(f"{path}: not XML ({exc})") from None
     suite = root if root.tag == "testsuite" else root.find("testsuite")
@@ -39,10 +42,31 @@ def load(path: Path) -> tuple[dict, list[tuple[str, str, float, str]]]:
     cases = []
     for case in suite.iter("testcase"):
         outcome = next((c.tag for c in case if c.tag in ("failure", "error", "skipped")), "passed")
-        module = case.get("classname", "").split(".")
-        file = "/".join(module[:3]) + ".py" if len(module) >= 3 else case.get("classname", "?")
-        cases.append((file, case.get("name", "?"), float(case.get("time") or 0), outcome))
+        # pytest's classname is the module's dotted path, then any class; a file that
+        # failed to collect has none, and its dotted path as the name.
+        dotted = case.get("classname") or case.get("name", "?")
+        try:
+            seconds = float(case.get("time") or 0)
+        except ValueError:
+            raise ValueError(f"{path}: test {dotted}::{case.get('name')} has time={case.get('time')!r}") from None
+        cases.append((module_file(dotted), case.get("name", "?"), seconds, outcome))
+    try:
+        float(suite.get("time") or 0)
+    except ValueError:
+        raise ValueError(f"{path}: the testsuite has time={suite.get('time')!r}") from None
     return dict(suite.attrib), cases
+
+
+def module_file(dotted: str) -> str:
+    """The test file of a pytest classname (``tests.unit.test_x.TestA`` ->
+    ``tests/unit/test_x.py``): the longest dotted prefix that is a file of this checkout,
+    else the first three parts (the layout of tests/)."""
+    parts = dotted.split(".")
+    for n in range(len(parts), 0, -1):
+        candidate = "/".join(parts[:n]) + ".py"
+        if (ROOT / candidate).is_file():
+            return candidate
+    return "/".join(parts[:3]) + ".py"
 
 
 def report(path: Path, top: int) -> str:
@@ -70,7 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     path = args.report
     if path is None:
-        found = sorted(REPORTS.glob("pytest-*.xml")) if REPORTS.is_dir() else []
+        try:
+            found = sorted(REPORTS.glob("pytest-*.xml")) if REPORTS.is_dir() else []
+        except OSError as exc:
+            print(f"testrun: {REPORTS}: {exc.strerror}; name a JUnit XML", file=sys.stderr)
+            return 2
         if not found:
             print(f"testrun: no report in {REPORTS}; run `make test` or name a JUnit XML", file=sys.stderr)
             return 2

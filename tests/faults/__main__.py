@@ -77,7 +77,9 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
         seeds = sorted({o.get("seed") for o in outcomes}, key=str)
-        print(f"{len(outcomes)} trial(s), seed(s) {', '.join(map(str, seeds))}")
+        # Lines of runs before --project existed are of the six project.
+        projects = sorted({o.get("project", "six") for o in outcomes})
+        print(f"{len(outcomes)} trial(s), seed(s) {', '.join(map(str, seeds))}, project(s) {', '.join(projects)}")
         print(table(outcomes))
         return 0
     kinds = [k for k in args.kinds.split(",") if k]

@@ -14,6 +14,7 @@ REPORT = """<?xml version="1.0" encoding="utf-8"?>
 <testcase classname="tests.integration.test_images" name="test_b" time="20.0"><failure message="x"/></testcase>
 <testcase classname="tests.unit.test_plan" name="test_c" time="5.0"><skipped message="y"/></testcase>
 <testcase classname="tests.unit.test_plan.TestThing" name="test_d" time="5.0"/>
+<testcase classname="" name="tests.unit.test_broken" time="0.0"><error message="collection failure"/></testcase>
 </testsuite></testsuites>
 """
 
@@ -28,7 +29,8 @@ def test_seconds_per_file_and_the_slowest(tmp_path):
     proc = run(str(tmp_path / "r.xml"), "--top", "2")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert "4 tests (2 passed, 1 failure, 1 skipped), 100 s (1.7 min)" in out
+    assert "5 tests (2 passed, 1 failure, 1 skipped, 1 error), 100 s (1.7 min)" in out
+    assert "| tests/unit/test_broken.py | 0 |" in out
     assert "| tests/integration/test_images.py | 80 | 80.0 % |" in out
     assert "| tests/unit/test_plan.py | 10 | 10.0 % |" in out
     slow = out.split("slowest 2:")[1].strip().splitlines()
@@ -38,7 +40,8 @@ def test_seconds_per_file_and_the_slowest(tmp_path):
 def test_what_is_not_a_report_is_exit_2_in_one_line(tmp_path):
     (tmp_path / "no.xml").write_text("<x/>")
     (tmp_path / "junk.xml").write_text("not xml <")
-    for path in (tmp_path / "no.xml", tmp_path / "junk.xml", tmp_path / "missing.xml"):
+    (tmp_path / "time.xml").write_text(REPORT.replace('time="5.0"', 'time="soon"'))
+    for path in (tmp_path / "no.xml", tmp_path / "junk.xml", tmp_path / "missing.xml", tmp_path / "time.xml"):
         proc = run(str(path))
         assert proc.returncode == 2 and proc.stdout == ""
         assert len(proc.stderr.strip().splitlines()) == 1 and str(path.name) in proc.stderr

@@ -37,7 +37,7 @@ def test_table_of_several_runs(tmp_path, capsys):
     b.write_text(json.dumps(_line("disk", "state full, 10 B free", seed=2)) + "\n")
     assert main(["--table", str(a), str(b)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("2 trial(s), seed(s) 1, 2\n")
+    assert out.startswith("2 trial(s), seed(s) 1, 2, project(s) six\n")  # lines without a project: six
     assert "| disk | 2 | 2 | 0 | 2 | 20 | 1 engine full, 1 state full |" in out
 
 
