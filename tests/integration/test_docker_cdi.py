@@ -54,9 +54,10 @@ def _docker(engine: engines.TestEngine, *args: str, timeout: float = 300, check:
 
 
 @pytest.fixture(scope="module")
-def image(cdi_engine: engines.TestEngine) -> str:
+def image(cdi_engine: engines.TestEngine, built) -> str:
     """The host's CPU image in the CDI engine, as ``stagecraft-cditest/image:<host ID>``:
-    loaded (docker save | docker load) only when that tag is missing."""
+    loaded (docker save | docker load) only when that tag is missing. ``built``: the
+    host's images are built first, however this module is started."""
     host = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", IMAGE], capture_output=True,
                           text=True, timeout=60, check=False)
     if host.returncode != 0:

@@ -92,9 +92,10 @@ def node() -> Iterator[dict[str, Path]]:
 
 
 @pytest.fixture
-def played(node: dict[str, Path]) -> Iterator[tuple[str, dict[str, str]]]:
+def played(node: dict[str, Path], built) -> Iterator[tuple[str, dict[str, str]]]:
     """``podman kube play`` of the manifest file itself; yields (container name, the env
-    that selects the node's containers.conf). Removes the pod and the tag after."""
+    that selects the node's containers.conf). Removes the pod and the tag after.
+    ``built``: the host's images are built first, however this module is started."""
     env = {"CONTAINERS_CONF": str(node["conf"])}
     image_id = rootless.load_from_docker(CPU_IMAGE)
     pod = _pod()

@@ -54,14 +54,15 @@ def _ready() -> None:
 
 
 @pytest.fixture(scope="module")
-def image_id() -> str:
+def image_id(built) -> str:
     """The CPU image in the rootless store: loaded when its ID is not there yet, reused
-    across runs when it is (rootless.load_from_docker)."""
+    across runs when it is (rootless.load_from_docker). ``built``: the host's images are
+    built first, however this module is started."""
     return rootless.load_from_docker(IMAGE)
 
 
 @pytest.fixture(scope="module")
-def jupyter_id() -> str:
+def jupyter_id(built) -> str:
     """The Jupyter image in the rootless store, loaded the same way (1.2 GB)."""
     return rootless.load_from_docker(JUPYTER_IMAGE)
 
@@ -261,7 +262,7 @@ def _docker_image(ref: str) -> str:
     return cp.stdout.strip()
 
 
-def test_pytorch_image_read_only_arbitrary_uid_on_docker() -> None:
+def test_pytorch_image_read_only_arbitrary_uid_on_docker(built: dict[str, dict]) -> None:
     """The PyTorch family the same way, on Docker only (7.6 GB: not copied into a second
     store): no tmpfs, so TMPDIR comes from the entrypoint; torch imports and computes."""
     image = _docker_image("stagecraft/paddle:torch-2.10.0-gpu")
@@ -275,7 +276,8 @@ def test_pytorch_image_read_only_arbitrary_uid_on_docker() -> None:
 
 
 @pytest.mark.parametrize("engine", ["docker", "podman"])
-def test_jupyter_starts_read_only_arbitrary_uid(engine: str, request: pytest.FixtureRequest) -> None:
+def test_jupyter_starts_read_only_arbitrary_uid(engine: str, request: pytest.FixtureRequest,
+                                               built: dict[str, dict]) -> None:
     """The Jupyter family: the image's own command under an arbitrary uid with group 0 and
     --read-only plus a tmpfs /tmp (Podman's default with --read-only). No home directory
     is writable, so the entrypoint moves Jupyter's runtime, config and data dirs beside its
