@@ -14,7 +14,7 @@ marked with the pytest marker of the same name: ``pytest -m modern``).
 
 The modern engine builds, of the CPU images of the matrix, the first of each stage chain
 (``modern_tags``: today 2.6.2-cpu and 2.6.2-cpu-jupyter, which share their base and
-runtime stages): every stage template and every engine-dependent path (buildx, the
+runtime stages, and 3.3.1-cpu-debian12-paddleocr): every stage template and every engine-dependent path (buildx, the
 containerd image store, its sizes and digests) is exercised there, while the other
 images, the GPU ones (3 to 10 GB unpacked each) among them, are built and tested on the
 host engine alone. That keeps a cold CI run within its time budget.
