@@ -144,18 +144,36 @@ _STEP_OUTPUT = re.compile(r"^#\d+ \d+\.\d+ (.*)$")
 _STEP_ERROR = re.compile(r"(^|\b)(ERROR|Error|error|E:|fatal|Traceback)\b")
 
 
-# ENOSPC and EDQUOT as strerror(3) words them (errno(3)).
-_NO_SPACE = re.compile(r"No space left on device|Disk quota exceeded")
+# ENOSPC and EDQUOT as strerror(3) words them (errno(3)), and as Go's syscall package
+# does, in lower case (BuildKit's and the daemon's own errors: "mkdir ...: no space left
+# on device").
+_NO_SPACE = re.compile(r"no space left on device|disk quota exceeded", re.I)
+# BuildKit's error for a failed step quotes the step's whole command, then the cause:
+# 'ERROR: failed to solve: process "/bin/bash -o pipefail -c ..." did not complete
+# successfully: exit code: 1'. A reason longer than REASON_CHARS keeps its start and its
+# end, where that cause is.
+REASON_CHARS = 300
+
+
+def clip(line: str, limit: int = REASON_CHARS) -> str:
+    """``line`` stripped; past ``limit`` characters its start and its end, joined by
+    " ... " (the result is ``limit`` characters long)."""
+    line = line.strip()
+    if len(line) <= limit:
+        return line
+    head = (limit - 5) * 2 // 5
+    return f"{line[:head]} ... {line[-(limit - 5 - head):]}"
 
 
 def failure_reason(lines: list[str]) -> str:
-    """The most telling line of a failed build's plain-progress output: the last error
-    line printed by the failing step itself (pip's, apt's), else BuildKit's own error,
-    without the step prefix; at most 300 characters."""
+    """The most telling line of a failed build's plain-progress output: a full disk
+    wherever a line says so, else the last error line printed by the failing step itself
+    (pip's, apt's), else BuildKit's own error, without the step prefix; at most
+    ``REASON_CHARS`` characters, a longer line's middle left out (``clip``)."""
     full = next((ln for ln in reversed(lines) if _NO_SPACE.search(ln)), None)
     if full is not None:  # the cause under whatever the step printed first (compileall's, ...)
         return (f"no space left on device during the build (the engine's storage, most often) "
-                f"({full.strip()[:200]}); free space (build.py prune, docker system prune) and run again")
+                f"({clip(full, 200)}); free space (build.py prune, docker system prune) and run again")
     out = [m.group(1) for m in map(_STEP_OUTPUT.match, lines) if m]
     mismatch = _pip_hash_mismatch(out) or _pip_unreachable(out)
     if mismatch:
@@ -165,9 +183,9 @@ def failure_reason(lines: list[str]) -> str:
         return ours[-1][:300]
     own = [ln for ln in out if _STEP_ERROR.search(ln)]
     if own:
-        return own[-1].strip()[:300]
+        return clip(own[-1])
     kit = [ln for ln in lines if "ERROR" in ln or "error" in ln]
-    return (kit[-1] if kit else lines[-1] if lines else "no output").strip()[:300]
+    return clip(kit[-1] if kit else lines[-1] if lines else "no output")
 
 
 _PIP_RETRY = re.compile(r"Retrying \(Retry\(.*?\)\) after connection broken by '(.+)': (\S+)\s*$")

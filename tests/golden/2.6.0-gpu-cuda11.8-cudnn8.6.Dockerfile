@@ -184,7 +184,7 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN --mount=type=secret,id=pip-ca,required=false \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
  && umask 0002 \
- && { [ -x /opt/venv/bin/python ] || python3 -m venv /opt/venv; } \
+ && { [ -x /opt/venv/bin/python ] || { python3 -m venv --without-pip /opt/venv && /opt/venv/bin/python3 -m ensurepip --upgrade --default-pip; }; } \
  && printf '%s\n' \
       'nvidia-cublas-cu11==11.11.3.6 --hash=sha256:39fb40e8f486dd8a2ddb8fdeefe1d5b28f5b99df01c87ab3676f057a74a5a6f3 --hash=sha256:60252822adea5d0b10cd990a7dc7bedf7435f30ae40083c7a624a85a43225abc' \
       'nvidia-cuda-cupti-cu11==11.8.87 --hash=sha256:0e50c707df56c75a2c0703dc6b886f3c97a22f37d6f63839f75b7418ba672a8d --hash=sha256:4191a17913a706b5098681280cd089cd7d8d3df209a6f5cb79384974a96d24f2' \
@@ -282,7 +282,7 @@ RUN apt-get update \
 RUN --mount=type=secret,id=pip-ca,required=false \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
  && umask 0002 \
- && { [ -x /opt/venv/bin/python ] || python3 -m venv /opt/venv; } \
+ && { [ -x /opt/venv/bin/python ] || { python3 -m venv --without-pip /opt/venv && /opt/venv/bin/python3 -m ensurepip --upgrade --default-pip; }; } \
  && printf '%s\n' \
       'nvidia-nccl-cu11==2.15.5 --hash=sha256:61444d28fe90ec02d6198a08c24fba249b4d34e924b597bb260c54f8951a4529' \
       > /tmp/wheels.txt \
@@ -400,7 +400,7 @@ RUN --mount=type=secret,id=pip-ca,required=false \
     --mount=type=bind,source=probes/fatbin.py,target=/dev/stagecraft-context/probes/fatbin.py \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
  && install -m 0755 /dev/stagecraft-context/entrypoint/fix-permissions /usr/local/bin/fix-permissions \
- && { [ -x /opt/venv/bin/python ] || python3 -m venv /opt/venv; } \
+ && { [ -x /opt/venv/bin/python ] || { python3 -m venv --without-pip /opt/venv && /opt/venv/bin/python3 -m ensurepip --upgrade --default-pip; }; } \
  && mkdir -p /opt/stagecraft /tmp/stagecraft-build \
  && /opt/venv/bin/pip freeze > /tmp/stage-pins.txt \
  && printf '%s\n' \

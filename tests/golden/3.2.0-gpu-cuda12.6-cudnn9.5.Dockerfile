@@ -184,7 +184,7 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN --mount=type=secret,id=pip-ca,required=false \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
  && umask 0002 \
- && { [ -x /opt/venv/bin/python ] || python3 -m venv /opt/venv; } \
+ && { [ -x /opt/venv/bin/python ] || { python3 -m venv --without-pip /opt/venv && /opt/venv/bin/python3 -m ensurepip --upgrade --default-pip; }; } \
  && printf '%s\n' \
       'nvidia-cublas-cu12==12.6.4.1 --hash=sha256:08ed2686e9875d01b58e3cb379c6896df8e76c75e0d4a7f7dace3d7b6d9ef8eb' \
       'nvidia-cuda-cupti-cu12==12.6.80 --hash=sha256:6768bad6cab4f19e8292125e5f1ac8aa7d1718704012a0e3272a6f61c4bce132 --hash=sha256:a3eff6cdfcc6a4c35db968a06fcadb061cbc7d6dde548609a941ff8701b98b73' \
@@ -285,7 +285,7 @@ RUN apt-get update \
 RUN --mount=type=secret,id=pip-ca,required=false \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
  && umask 0002 \
- && { [ -x /opt/venv/bin/python ] || python3 -m venv /opt/venv; } \
+ && { [ -x /opt/venv/bin/python ] || { python3 -m venv --without-pip /opt/venv && /opt/venv/bin/python3 -m ensurepip --upgrade --default-pip; }; } \
  && printf '%s\n' \
       'nvidia-nccl-cu12==2.25.1 --hash=sha256:362aed5963fb9ea2ed2f264409baae30143498fd0e5c503aeaa1badd88cdc54a' \
       > /tmp/wheels.txt \

@@ -260,7 +260,7 @@ RUN --mount=type=secret,id=pip-ca,required=false \
     --mount=type=bind,source=probes/fatbin.py,target=/dev/stagecraft-context/probes/fatbin.py \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
  && install -m 0755 /dev/stagecraft-context/entrypoint/fix-permissions /usr/local/bin/fix-permissions \
- && { [ -x /opt/venv/bin/python ] || python3 -m venv /opt/venv; } \
+ && { [ -x /opt/venv/bin/python ] || { python3 -m venv --without-pip /opt/venv && /opt/venv/bin/python3 -m ensurepip --upgrade --default-pip; }; } \
  && mkdir -p /opt/stagecraft /tmp/stagecraft-build \
  && /opt/venv/bin/pip freeze > /tmp/stage-pins.txt \
  && printf '%s\n' \

@@ -184,7 +184,7 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN --mount=type=secret,id=pip-ca,required=false \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
  && umask 0002 \
- && { [ -x /opt/venv/bin/python ] || python3 -m venv /opt/venv; } \
+ && { [ -x /opt/venv/bin/python ] || { python3 -m venv --without-pip /opt/venv && /opt/venv/bin/python3 -m ensurepip --upgrade --default-pip; }; } \
  && printf '%s\n' \
       'nvidia-cublas-cu12==12.8.4.1 --hash=sha256:8ac4e771d5a348c551b2a426eda6193c19aa630236b418086020df5ba9667142' \
       'nvidia-cuda-cupti-cu12==12.8.90 --hash=sha256:ea0cb07ebda26bb9b29ba82cda34849e73c166c18162d3913575b0c9db9a6182' \
@@ -284,7 +284,7 @@ RUN apt-get update \
 RUN --mount=type=secret,id=pip-ca,required=false \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
  && umask 0002 \
- && { [ -x /opt/venv/bin/python ] || python3 -m venv /opt/venv; } \
+ && { [ -x /opt/venv/bin/python ] || { python3 -m venv --without-pip /opt/venv && /opt/venv/bin/python3 -m ensurepip --upgrade --default-pip; }; } \
  && printf '%s\n' \
       'nvidia-nccl-cu12==2.27.5 --hash=sha256:ad730cf15cb5d25fe849c6e6ca9eb5b76db16a80f13f425ac68d8e2e55624457' \
       'nvidia-nvshmem-cu12==3.4.5 --hash=sha256:042f2500f24c021db8a06c5eec2539027d57460e1c1a762055a6554f72c369bd' \
@@ -519,7 +519,7 @@ RUN --mount=type=secret,id=pip-ca,required=false \
     --mount=type=bind,source=probes/fatbin.py,target=/dev/stagecraft-context/probes/fatbin.py \
     if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
  && install -m 0755 /dev/stagecraft-context/entrypoint/fix-permissions /usr/local/bin/fix-permissions \
- && { [ -x /opt/venv/bin/python ] || python3 -m venv /opt/venv; } \
+ && { [ -x /opt/venv/bin/python ] || { python3 -m venv --without-pip /opt/venv && /opt/venv/bin/python3 -m ensurepip --upgrade --default-pip; }; } \
  && mkdir -p /opt/stagecraft /tmp/stagecraft-build \
  && /opt/venv/bin/pip freeze > /tmp/stage-pins.txt \
  && printf '%s\n' \

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.server
+import re
 import threading
 
 from stagecraft.buildlog import failure_reason
@@ -105,3 +106,40 @@ def test_failure_reason_names_an_unreachable_index_not_the_requirement():
     assert "2 attempt(s) at /simple/six/" in reason and "0x7f8c" not in reason
     # A real "no such version" (the index answered) keeps pip's own line.
     assert failure_reason(PIP_FAILURE) == "ERROR: No matching distribution found for six==0.0.404"
+
+
+def test_a_full_disk_in_the_engines_own_words_is_the_reason():
+    """BuildKit and the daemon say ENOSPC as Go does, in lower case, at the end of a line
+    that quotes the step's whole command."""
+    lines = ["#8 [stage-0 2/4] RUN --mount=type=secret,id=pip-ca,required=false ...",
+             '#8 ERROR: failed to solve: process "/bin/bash -o pipefail -c ' + "x" * 900 + '" did not complete '
+             "successfully: mkdir /var/lib/docker/buildkit/executor/abc: no space left on device"]
+    reason = failure_reason(lines)
+    assert reason.startswith("no space left on device during the build (the engine's storage, most often) (")
+    assert "no space left on device)" in reason, reason
+
+
+def test_a_long_buildkit_error_keeps_its_end():
+    """The fault suite's engine-full trials ended with BuildKit's error cut at 300
+    characters inside the quoted command: the cause at its end never showed."""
+    line = ('#9 ERROR: failed to solve: process "/bin/bash -o pipefail -c mkdir -p /etc/stagecraft ' + "y" * 800
+            + '" did not complete successfully: exit code: 1')
+    reason = failure_reason(["#9 [stage-0 3/4] RUN mkdir -p /etc/stagecraft ...", line])
+    assert len(reason) == 300 and reason.startswith("#9 ERROR: failed to solve: process")
+    assert reason.endswith("did not complete successfully: exit code: 1") and " ... " in reason
+
+
+def test_venvs_are_made_so_that_ensurepip_says_why_it_failed():
+    """``python3 -m venv`` captures ensurepip's output and, on a full disk, says only that
+    ensurepip exited 1 (the fault suite's engine-full trials, issue 24): every rendered
+    Dockerfile makes its venv without pip, then runs ensurepip where its output is seen."""
+    from tests.unit.test_golden import CASES, rendered
+
+    made = 0
+    for spec, platform in CASES:
+        text = rendered(spec, platform)
+        calls = re.findall(r"python3 -m venv [^;&|]*", text)
+        assert all("--without-pip" in c for c in calls), (spec.tag, calls)
+        made += len(calls)
+        assert text.count("-m ensurepip --upgrade --default-pip") == len(calls), spec.tag
+    assert made >= len(CASES)
