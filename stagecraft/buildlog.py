@@ -188,6 +188,20 @@ def failure_reason(lines: list[str]) -> str:
     return clip(kit[-1] if kit else lines[-1] if lines else "no output")
 
 
+# BuildKit runs a step that two builds ask for at once as one, with one build's session
+# (its secrets, its context files); when that build's client goes away (a run killed
+# while its buildx client lived on, then died), the other build fails with "no active
+# sessions" though nothing of its own went wrong (moby/buildkit#1432). Built again, the
+# step is its own. Seen by the fault suite (seed 20261373, trial 56).
+_SESSION_LOST = re.compile(r"\bno active sessions?\b")
+
+
+def session_lost(lines: list[str]) -> bool:
+    """Whether a failed build's last 20 output lines carry BuildKit's "no active
+    sessions": the build's own session is not the cause (``_SESSION_LOST``)."""
+    return any(_SESSION_LOST.search(ln) for ln in lines[-20:])
+
+
 _PIP_RETRY = re.compile(r"Retrying \(Retry\(.*?\)\) after connection broken by '(.+)': (\S+)\s*$")
 _PIP_NOT_FOUND = ("Could not find a version", "No matching distribution", "ResolutionImpossible")
 

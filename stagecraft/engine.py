@@ -19,7 +19,7 @@ import docker
 import docker.errors
 
 from . import platforms, retry, steptimes
-from .buildlog import LOST_RE, BuildLog, failure_reason, step_started
+from .buildlog import LOST_RE, BuildLog, failure_reason, session_lost, step_started
 from .buildpath import Builder, build_argv, buildx_facts, detect_builder
 from .capabilities import EngineFacts
 from .errors import BuildError, InputError
@@ -170,15 +170,12 @@ class Engine:
               build_args: dict[str, str] | None = None, extra_args: Iterable[str] = (),
               progress: BuildLog | None = None, source_date_epoch: int = 0,
               provenance_dir: Path | None = None) -> str:
-        """Build one Dockerfile with BuildKit; returns the image id.
-
-        The plain-progress output goes to ``log_path`` and, line by line, to ``progress``
-        (what ran, came from a cache, which caches failed); each step's first line to
-        ``on_step``. Secrets: ``id -> file`` (BuildKit secret mounts: never in a layer).
-        ``source_date_epoch`` (s; 0: none) is the ``SOURCE_DATE_EPOCH`` build argument (a
-        stage's ``ARG SOURCE_DATE_EPOCH`` gives it to its RUN steps: hash-based .pyc).
-
-        Where ``rewrites_timestamps`` holds (BuildKit 0.13, buildx, the containerd image
+        """Build one Dockerfile with BuildKit; returns the image id. The plain-progress
+        output goes to ``log_path`` and, line by line, to ``progress`` (what ran, came from
+        a cache, which caches failed); each step's first line to ``on_step``. Secrets:
+        ``id -> file`` (BuildKit secret mounts: never in a layer). ``source_date_epoch``
+        (s; 0: none) is the ``SOURCE_DATE_EPOCH`` build argument (a stage's ``ARG
+        SOURCE_DATE_EPOCH`` gives it to its RUN steps: hash-based .pyc). Where ``rewrites_timestamps`` holds (BuildKit 0.13, buildx, the containerd image
         store), a build with an epoch gets file times in its new layers, its config and
         history at or before it (docs/build-repro.md), one with a ``provenance_dir``
         BuildKit's SLSA provenance, kept as ``<provenance_dir>/<manifest hex>.intoto.json``;
@@ -187,8 +184,8 @@ class Engine:
         the build's time). The steps fix layer times (``steptimes``): ``rewrite-timestamp``
         is used where the layout shows an entry newer than the epoch (built again from the
         cache just made, ``steptimes.again_args``; not after ``stop_builds``), or at once
-        for a Dockerfile with COPY or ADD. Raises ``BuildError`` naming the log.
-        """
+        for a Dockerfile with COPY or ADD. A build that lost a shared step's session is run
+        once more (``session_lost``). Raises ``BuildError`` naming the log."""
         layout = None
         rewrite = False
         if (source_date_epoch or provenance_dir) and self.rewrites_timestamps:
@@ -206,6 +203,8 @@ class Engine:
                               metadata=metadata)
             rc, tail = self._run_logged(argv, log_path, None if again else progress,
                                         None if again else on_step, append=again)
+            if rc != 0 and session_lost(tail) and not self._stopped:  # once, buildlog.session_lost
+                rc, tail = self._run_logged(argv, log_path, None, None, append=True)
             if rc != 0 or not iidfile.exists():
                 self._raise_failed(rc, tail, log_path)
 

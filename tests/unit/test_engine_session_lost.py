@@ -1,0 +1,121 @@
+"""A build that lost a shared step's session is run once more (stagecraft/buildlog.py
+``session_lost``; moby/buildkit#1432).
+
+Found by the fault suite (seed 20261373, trial 56): build.py was SIGKILLed alone while
+its buildx client ran a step; the next run's build of the same stage shared that step
+with the orphaned client's solve, the client then died, and the next run failed with
+"ERROR: failed to solve: no active sessions". The engine here is a stand-in at the lowest
+level (an HTTP server on a Unix socket answering as Docker does), the builder a stand-in
+docker CLI that fails as BuildKit did, then builds."""
+
+from __future__ import annotations
+
+import json
+import socketserver
+import threading
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+
+import pytest
+
+from stagecraft.buildlog import session_lost
+from stagecraft.buildpath import Builder
+from stagecraft.engine import Engine
+from stagecraft.errors import BuildError
+
+IMAGE = "sha256:" + "ab" * 32
+LOST = "ERROR: failed to solve: no active sessions"
+
+
+class _Engine(BaseHTTPRequestHandler):
+    def _answer(self) -> None:
+        if self.path.endswith("/_ping"):
+            code, body = 200, b"OK"
+        elif self.path.endswith("/version"):
+            code, body = 200, json.dumps({"ApiVersion": "1.41", "Version": "20.10.24", "Os": "linux"}).encode()
+        elif f"/images/{IMAGE}/json" in self.path:
+            code, body = 200, json.dumps({"Id": IMAGE}).encode()
+        else:
+            code, body = 404, json.dumps({"message": "no such image"}).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Api-Version", "1.41")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_HEAD = _answer
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def engine(tmp_path, monkeypatch):
+    sock = tmp_path / "engine.sock"
+    server = socketserver.ThreadingUnixStreamServer(str(sock), _Engine)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{sock}")
+    yield tmp_path
+    server.shutdown()
+    server.server_close()
+
+
+def standin_cli(tmp_path: Path, failures: list[str]) -> Builder:
+    """A docker CLI whose Nth build prints ``failures[N]`` and exits 1 (while there is
+    one), then writes the image id to its --iidfile and exits 0."""
+    (tmp_path / "failures.json").write_text(json.dumps(failures))
+    cli = tmp_path / "docker"
+    cli.write_text(f"""#!/usr/bin/env python3
+import json, sys
+from pathlib import Path
+calls = Path({str(tmp_path / "calls")!r})
+n = len(calls.read_text().splitlines()) if calls.exists() else 0
+calls.write_text(calls.read_text() + "build\\n" if calls.exists() else "build\\n")
+failures = json.loads(Path({str(tmp_path / "failures.json")!r}).read_text())
+print("#1 [internal] load build definition from Dockerfile", flush=True)
+if n < len(failures):
+    print("#5 [2/2] RUN pip install six", flush=True)
+    print(failures[n], flush=True)
+    sys.exit(1)
+Path(sys.argv[sys.argv.index("--iidfile") + 1]).write_text({IMAGE!r})
+print("#5 DONE 0.1s", flush=True)
+""")
+    cli.chmod(0o755)
+    return Builder(client=str(cli), argv=("build",), env=(), version="20.10.24")
+
+
+def build(tmp_path: Path, builder: Builder) -> str:
+    (tmp_path / "Dockerfile").write_text("FROM scratch\n")
+    return Engine(builder).build(tmp_path / "Dockerfile", tmp_path, tmp_path / "logs" / "stage.log",
+                                 tmp_path / "iid", secrets={})
+
+
+def calls(tmp_path: Path) -> int:
+    return len((tmp_path / "calls").read_text().splitlines())
+
+
+def test_a_lost_session_is_built_again_once(engine):
+    assert build(engine, standin_cli(engine, [LOST])) == IMAGE
+    assert calls(engine) == 2
+    log = (engine / "logs" / "stage.log").read_text()
+    assert LOST in log and log.count("$ ") == 2  # both builds, one log
+
+
+def test_twice_lost_is_the_failure(engine):
+    with pytest.raises(BuildError, match="no active sessions"):
+        build(engine, standin_cli(engine, [LOST, LOST]))
+    assert calls(engine) == 2
+
+
+def test_other_failures_are_not_run_again(engine):
+    with pytest.raises(BuildError, match="No matching distribution"):
+        build(engine, standin_cli(engine, ["#5 3.2 ERROR: No matching distribution found for six==0"]))
+    assert calls(engine) == 1
+
+
+def test_session_lost_reads_the_end_of_the_output():
+    assert session_lost(["#5 [2/2] RUN x", LOST])
+    assert not session_lost([LOST] + ["#6 more"] * 20)  # long before the end: not this failure
+    assert not session_lost(['ERROR: failed to solve: process "/bin/sh -c false" did not complete successfully: '
+                             "exit code: 1"])
