@@ -34,6 +34,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .safetext import cut_middle
+
 _VERTEX = re.compile(r"^#(\d+) (.*)$")
 # A layer transferred for a vertex: its result fetched from a cache, not made here.
 _TRANSFER = re.compile(r"^sha256:[0-9a-f]{64} ")
@@ -151,29 +153,19 @@ _NO_SPACE = re.compile(r"no space left on device|disk quota exceeded", re.I)
 # BuildKit's error for a failed step quotes the step's whole command, then the cause:
 # 'ERROR: failed to solve: process "/bin/bash -o pipefail -c ..." did not complete
 # successfully: exit code: 1'. A reason longer than REASON_CHARS keeps its start and its
-# end, where that cause is.
+# end, where that cause is (safetext.cut_middle).
 REASON_CHARS = 300
-
-
-def clip(line: str, limit: int = REASON_CHARS) -> str:
-    """``line`` stripped; past ``limit`` characters its start and its end, joined by
-    " ... " (the result is ``limit`` characters long)."""
-    line = line.strip()
-    if len(line) <= limit:
-        return line
-    head = (limit - 5) * 2 // 5
-    return f"{line[:head]} ... {line[-(limit - 5 - head):]}"
 
 
 def failure_reason(lines: list[str]) -> str:
     """The most telling line of a failed build's plain-progress output: a full disk
     wherever a line says so, else the last error line printed by the failing step itself
     (pip's, apt's), else BuildKit's own error, without the step prefix; at most
-    ``REASON_CHARS`` characters, a longer line's middle left out (``clip``)."""
+    ``REASON_CHARS`` characters, a longer line's middle left out."""
     full = next((ln for ln in reversed(lines) if _NO_SPACE.search(ln)), None)
     if full is not None:  # the cause under whatever the step printed first (compileall's, ...)
         return (f"no space left on device during the build (the engine's storage, most often) "
-                f"({clip(full, 200)}); free space (build.py prune, docker system prune) and run again")
+                f"({cut_middle(full.strip(), 200)}); free space (build.py prune, docker system prune) and run again")
     out = [m.group(1) for m in map(_STEP_OUTPUT.match, lines) if m]
     mismatch = _pip_hash_mismatch(out) or _pip_unreachable(out)
     if mismatch:
@@ -183,9 +175,9 @@ def failure_reason(lines: list[str]) -> str:
         return ours[-1][:300]
     own = [ln for ln in out if _STEP_ERROR.search(ln)]
     if own:
-        return clip(own[-1])
+        return cut_middle(own[-1].strip(), REASON_CHARS)
     kit = [ln for ln in lines if "ERROR" in ln or "error" in ln]
-    return clip(kit[-1] if kit else lines[-1] if lines else "no output")
+    return cut_middle((kit[-1] if kit else lines[-1] if lines else "no output").strip(), REASON_CHARS)
 
 
 # BuildKit runs a step that two builds ask for at once as one, with one build's session

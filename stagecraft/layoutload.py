@@ -16,6 +16,7 @@ from .buildlog import LOST_RE
 from .buildpath import Builder
 from .errors import BuildError
 from .ocilayout import single_image
+from .safetext import cut_middle
 
 
 def load_layout(b: Builder, layout: Path, log_path: Path, provenance_dir: Path | None,
@@ -68,7 +69,7 @@ def load_layout(b: Builder, layout: Path, log_path: Path, provenance_dir: Path |
         if tar_failed and tar_said:
             log.write(f"tar: {tar_said}\n")
     if tar_failed:
-        last = tar_said.splitlines()[-1][:200] if tar_said else "nothing on stderr"
+        last = cut_middle(tar_said.splitlines()[-1], 200) if tar_said else "nothing on stderr"
         raise BuildError(f"reading the build's OCI layout failed (tar exit {tar.returncode}: {last}; "
                          f"docker load exit {proc.returncode}); log: {log_path}")
     if proc.returncode != 0 or tar.returncode != 0:
@@ -94,4 +95,4 @@ def _last_line(log_path: Path, start: int = 0, limit: int = 4096) -> str:
             lines = [ln.strip() for ln in f.read(limit).decode("utf-8", "replace").splitlines() if ln.strip()]
     except OSError:
         return ""
-    return f": {lines[-1][:200]}" if lines else ""
+    return f": {cut_middle(lines[-1], 200)}" if lines else ""  # its end: the cause

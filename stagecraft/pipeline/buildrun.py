@@ -93,7 +93,7 @@ def failure_line(report: BuildReport, tests: dict[str, Any], push: dict[str, Any
     names = "no name of it was moved"
     for i in report.images:
         if i.status != "built":
-            return f"failed: {i.tag}: {i.error[:300]}; {names}"
+            return f"failed: {i.tag}: {cut_middle(i.error, 300)}; {names}"
     for tag, t in tests.items():
         if not t.passed:
             return f"failed: the suites of {tag} did not pass ({t.counts}); {names}"

@@ -126,7 +126,7 @@ def test_a_long_buildkit_error_keeps_its_end():
             + '" did not complete successfully: exit code: 1')
     reason = failure_reason(["#9 [stage-0 3/4] RUN mkdir -p /etc/stagecraft ...", line])
     assert len(reason) == 300 and reason.startswith("#9 ERROR: failed to solve: process")
-    assert reason.endswith("did not complete successfully: exit code: 1") and " ... " in reason
+    assert reason.endswith("did not complete successfully: exit code: 1") and "..." in reason
 
 
 def test_venvs_are_made_so_that_ensurepip_says_why_it_failed():

@@ -4,9 +4,12 @@ reads last after a fault), and the suite containers' labels (stagecraft/testing.
 from __future__ import annotations
 
 import os
+import tempfile
+from pathlib import Path
 
 from stagecraft.buildreport import BuildReport, ImageResult
 from stagecraft.containers import boot_id
+from stagecraft.layoutload import _last_line
 from stagecraft.pipeline.buildrun import failure_line
 from stagecraft.testing import TestResult
 
@@ -56,3 +59,23 @@ def test_a_failed_load_says_what_docker_load_said_last(tmp_path):
     log.write_bytes(b"x" * 10_000 + b"\nLoading layer 1/2\nwrite /var/lib/docker/tmp/x: no space left on device\n\n")
     assert _last_line(log) == ": write /var/lib/docker/tmp/x: no space left on device"
     assert _last_line(tmp_path / "none.log") == ""
+
+
+def test_a_long_error_keeps_its_end():
+    """The fault suite's real project (seed 20261374): docker load's "write
+    /var/lib/docker/containerd/...: no space left on device" was cut before its cause,
+    and the last line cut again inside the log's path."""
+    cause = ("failed to unpack loaded image: failed to extract layer sha256:" + "c" * 64 + ": write /var/lib/docker/"
+             "containerd/daemon/io.containerd.snapshotter.v1.overlayfs/snapshots/" + "9" * 40 + "/fs/x: "
+             "no space left on device")
+    error = f"loading the built image failed (docker load exit 1, tar exit 0: {cause}); log: /state/logs/r.log"
+    line = failure_line(BuildReport(images=[_img("b", "failed", error)]), {}, None)
+    assert line.startswith("failed: b: loading the built image failed") and "..." in line
+    assert line.endswith("no space left on device); log: /state/logs/r.log; no name of it was moved")
+    assert len(line) == len("failed: b: ") + 300 + len("; no name of it was moved")
+    with tempfile.TemporaryDirectory() as d:
+        log = Path(d) / "load.log"
+        log.write_text(f"loading\n{cause}\n")
+        said = _last_line(log)
+    assert said.startswith(": failed to unpack loaded image") and said.endswith("no space left on device")
+    assert len(said) == 2 + 200
