@@ -71,6 +71,11 @@ class BuildLog:
     vertices: dict[int, _Vertex] = field(default_factory=dict)
     exporting: bool = False
 
+    def reset(self) -> None:
+        """Forget every line read (the build runs again from its start)."""
+        self.vertices.clear()
+        self.exporting = False
+
     def feed(self, line: str) -> None:
         """Read one line of plain progress output."""
         m = _VERTEX.match(line.rstrip("\n"))
@@ -185,13 +190,16 @@ def failure_reason(lines: list[str]) -> str:
 # while its buildx client lived on, then died), the other build fails with "no active
 # sessions" though nothing of its own went wrong (moby/buildkit#1432). Built again, the
 # step is its own. Seen by the fault suite (seed 20261373, trial 56).
-_SESSION_LOST = re.compile(r"\bno active sessions?\b")
+# BuildKit's own words only: a step's output ("#7 0.41 ...", which BuildKit's error
+# trailer repeats) saying the same is the step's business.
+_SESSION_LOST = re.compile(r"^(#\d+ )?(ERROR: )?failed to solve: (.*: )?no active sessions?\b")
 
 
 def session_lost(lines: list[str]) -> bool:
-    """Whether a failed build's last 20 output lines carry BuildKit's "no active
-    sessions": the build's own session is not the cause (``_SESSION_LOST``)."""
-    return any(_SESSION_LOST.search(ln) for ln in lines[-20:])
+    """Whether one of a failed build's last 20 output lines is BuildKit's "failed to
+    solve: no active sessions": the build's own session is not the cause
+    (``_SESSION_LOST``)."""
+    return any(_SESSION_LOST.search(ln.strip()) for ln in lines[-20:])
 
 
 _PIP_RETRY = re.compile(r"Retrying \(Retry\(.*?\)\) after connection broken by '(.+)': (\S+)\s*$")

@@ -1,8 +1,7 @@
 """The Docker engine: the SDK for images (inspect, tag, import, pull, remove, save,
 load, push), and BuildKit builds through the docker client that ``buildpath`` found
 (its command line: ``buildpath.build_argv``; its output read by ``buildlog``; an OCI
-layout export loaded by ``layoutload``).
-"""
+layout export loaded by ``layoutload``)."""
 
 from __future__ import annotations
 
@@ -24,14 +23,13 @@ from .buildpath import Builder, build_argv, buildx_facts, detect_builder
 from .capabilities import EngineFacts
 from .errors import BuildError, InputError
 from .layoutload import load_layout
-from .safetext import cut_start
+from .safetext import cut_middle, cut_start
 
 
 class Engine:
     """A connection to the Docker daemon (``docker.from_env()``) plus a BuildKit path.
 
-    Raises ``InputError`` at construction when no daemon answers.
-    """
+    Raises ``InputError`` at construction when no daemon answers."""
 
     def __init__(self, builder: Builder | None = None):
         host = os.environ.get("DOCKER_HOST")
@@ -141,8 +139,7 @@ class Engine:
         ``rewrites_timestamps`` holds, the same BuildKit build makes it, with that epoch:
         the import API stamps the image with the time of the import, so two imports of
         one tarball would differ. The tarball must sit alone in its directory (the build
-        context). Raises ``BuildError``.
-        """
+        context). Raises ``BuildError``."""
         epoch = source_date_epoch if self.rewrites_timestamps else 0
         if platform or epoch:
             ctx = tarball.parent
@@ -170,22 +167,21 @@ class Engine:
               build_args: dict[str, str] | None = None, extra_args: Iterable[str] = (),
               progress: BuildLog | None = None, source_date_epoch: int = 0,
               provenance_dir: Path | None = None) -> str:
-        """Build one Dockerfile with BuildKit; returns the image id. The plain-progress
-        output goes to ``log_path`` and, line by line, to ``progress`` (what ran, came from
-        a cache, which caches failed); each step's first line to ``on_step``. Secrets:
-        ``id -> file`` (BuildKit secret mounts: never in a layer). ``source_date_epoch``
-        (s; 0: none) is the ``SOURCE_DATE_EPOCH`` build argument (a stage's ``ARG
-        SOURCE_DATE_EPOCH`` gives it to its RUN steps: hash-based .pyc). Where ``rewrites_timestamps`` holds (BuildKit 0.13, buildx, the containerd image
-        store), a build with an epoch gets file times in its new layers, its config and
-        history at or before it (docs/build-repro.md), one with a ``provenance_dir``
-        BuildKit's SLSA provenance, kept as ``<provenance_dir>/<manifest hex>.intoto.json``;
-        it is exported as an OCI layout and loaded (``load_layout``: the engine gets the
-        image manifest, not an index with the attestation, so its id does not depend on
-        the build's time). The steps fix layer times (``steptimes``): ``rewrite-timestamp``
-        is used where the layout shows an entry newer than the epoch (built again from the
-        cache just made, ``steptimes.again_args``; not after ``stop_builds``), or at once
-        for a Dockerfile with COPY or ADD. A build that lost a shared step's session is run
-        once more (``session_lost``). Raises ``BuildError`` naming the log."""
+        """Build one Dockerfile with BuildKit; returns the image id. The plain-progress output goes
+        to ``log_path`` and, line by line, to ``progress`` (what ran, came from a cache, which
+        caches failed); each step's first line to ``on_step``. Secrets: ``id -> file`` (secret
+        mounts: never in a layer). ``source_date_epoch`` (s; 0: none) is the ``SOURCE_DATE_EPOCH``
+        build argument (a stage's ``ARG SOURCE_DATE_EPOCH`` gives it to its RUN steps: hash-based
+        .pyc). Where ``rewrites_timestamps`` holds (BuildKit 0.13, buildx, the containerd image
+        store), a build with an epoch gets file times in its new layers, its config and history at
+        or before it (docs/build-repro.md), one with a ``provenance_dir`` BuildKit's SLSA
+        provenance, kept as ``<provenance_dir>/<manifest hex>.intoto.json``; it is exported as an
+        OCI layout and loaded (``load_layout``: the engine gets the image manifest, not an index
+        with the attestation, so its id does not depend on the build's time). The steps fix layer
+        times (``steptimes``): ``rewrite-timestamp`` is used where the layout shows an entry newer
+        than the epoch (built again from the cache just made, ``steptimes.again_args``; not after
+        ``stop_builds``), or at once for a Dockerfile with COPY or ADD. A build that lost a shared
+        step's session is run once more (``session_lost``). Raises ``BuildError`` naming the log."""
         layout = None
         rewrite = False
         if (source_date_epoch or provenance_dir) and self.rewrites_timestamps:
@@ -203,8 +199,9 @@ class Engine:
                               metadata=metadata)
             rc, tail = self._run_logged(argv, log_path, None if again else progress,
                                         None if again else on_step, append=again)
-            if rc != 0 and session_lost(tail) and not self._stopped:  # once, buildlog.session_lost
-                rc, tail = self._run_logged(argv, log_path, None, None, append=True)
+            if rc != 0 and session_lost(tail) and not again and not self._stopped:  # once
+                rc, tail = self._run_logged(argv, log_path, progress, on_step, append=True,
+                                            why="lost a shared step's session: building again")
             if rc != 0 or not iidfile.exists():
                 self._raise_failed(rc, tail, log_path)
 
@@ -225,20 +222,25 @@ class Engine:
             shutil.rmtree(layout, ignore_errors=True)
 
     def _run_logged(self, argv: list[str], log_path: Path, progress: BuildLog | None,
-                    on_step: Callable[[str], None] | None, append: bool = False) -> tuple[int, list[str]]:
-        """Run the build ``argv``, its output to ``log_path`` (mode 0600: build arguments
-        may be secret; after what it holds with ``append``), ``progress`` and ``on_step``;
-        cancelled by ``stop_builds``. Returns (exit status, the last 400 lines of output)."""
+                    on_step: Callable[[str], None] | None, append: bool = False,
+                    why: str = "") -> tuple[int, list[str]]:
+        """Run the build ``argv``: its output to ``log_path`` (mode 0600, build arguments may be
+        secret; appended with ``append``, ``why`` first), ``progress``, ``on_step``. Cancelled by
+        ``stop_builds``, even one called before it started. Returns (exit status, last 400 lines)."""
         env = {**os.environ, **dict(self.builder.env)}
         log_path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC), 0o600)
         with open(fd, "w", encoding="utf-8") as log:
-            log.write("$ " + " ".join(argv) + "\n")
+            log.write(f"# stagecraft: {why}\n" * bool(why) + "$ " + " ".join(argv) + "\n")
+            if why and progress is not None:  # a build run again: its counts start anew
+                progress.reset()
             log.flush()
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     env=env, text=True, errors="replace")
             with self._lock:
                 self._running.add(proc)
+                if self._stopped:  # stop_builds ran before this build was in _running
+                    proc.terminate()
             assert proc.stdout is not None
             tail: list[str] = []
             try:
@@ -261,21 +263,21 @@ class Engine:
         return rc, tail
 
     def _raise_failed(self, rc: int, tail: list[str], log_path: Path) -> None:
-        """Raise the ``BuildError`` of a failed build: its reason (``failure_reason`` of
-        ``tail``), or the engine's when it stopped answering or the connection broke."""
+        """Raise the ``BuildError`` of a failed build: its reason (``failure_reason`` of ``tail``),
+        or the engine's when it stopped answering or the connection broke."""
         reason = failure_reason(tail)
         if not self.answers():  # the client's last words are a symptom, not the cause
             raise BuildError(f"the Docker engine stopped answering during the build (the "
-                             f"client said: {reason[:160]}); log: {log_path}")
+                             f"client said: {cut_middle(reason, 160)}); log: {log_path}")
         if LOST_RE.search(reason):
             reason = ("the client lost its connection to the Docker engine mid-build (it "
-                      f"said: {reason[:160]})")
+                      f"said: {cut_middle(reason, 160)})")
         raise BuildError(f"build failed (exit {rc}): {reason}; log: {log_path}")
 
     def _built_id(self, iid: str, metadata: Path) -> str:
-        """The engine's id of the image a build wrote. The iidfile holds the config digest
-        for a single-platform image; the containerd image store knows images by manifest
-        digest, which buildx's metadata file names (``containerimage.digest``)."""
+        """The engine's id of the image a build wrote. The iidfile holds the config digest for a
+        single-platform image; the containerd image store knows images by manifest digest, which
+        buildx's metadata file names (``containerimage.digest``)."""
         if self.image_id(iid) is not None or not metadata.is_file():
             return iid
         digest = json.loads(metadata.read_text()).get("containerimage.digest", "")
@@ -378,8 +380,7 @@ class Engine:
                 containerd_store=containerd,
                 path="buildx" if b.argv[0] == "buildx" else "classic",
                 client=f"{b.client} {b.version}",
-                buildx_version=buildx_version,
-                driver=fields.get("driver", ""),
+                buildx_version=buildx_version, driver=fields.get("driver", ""),
                 builder=fields.get("name", ""),
                 buildkit_reported=fields.get("buildkit", ""),
                 platforms=tuple(p.strip() for p in fields.get("platforms", "").split(",") if p.strip()))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from stagecraft.buildlog import session_lost
+from stagecraft.buildlog import BuildLog, session_lost
 from stagecraft.buildpath import Builder
 from stagecraft.engine import Engine
 from stagecraft.errors import BuildError
@@ -61,13 +61,13 @@ def engine(tmp_path, monkeypatch):
     server.server_close()
 
 
-def standin_cli(tmp_path: Path, failures: list[str]) -> Builder:
-    """A docker CLI whose Nth build prints ``failures[N]`` and exits 1 (while there is
-    one), then writes the image id to its --iidfile and exits 0."""
+def standin_cli(tmp_path: Path, failures: list[str], wait_s: float = 0) -> Builder:
+    """A docker CLI whose Nth build prints ``failures[N]`` after ``wait_s`` seconds and
+    exits 1 (while there is one), then writes the image id to its --iidfile and exits 0."""
     (tmp_path / "failures.json").write_text(json.dumps(failures))
     cli = tmp_path / "docker"
     cli.write_text(f"""#!/usr/bin/env python3
-import json, sys
+import json, sys, time
 from pathlib import Path
 calls = Path({str(tmp_path / "calls")!r})
 n = len(calls.read_text().splitlines()) if calls.exists() else 0
@@ -75,10 +75,12 @@ calls.write_text(calls.read_text() + "build\\n" if calls.exists() else "build\\n
 failures = json.loads(Path({str(tmp_path / "failures.json")!r}).read_text())
 print("#1 [internal] load build definition from Dockerfile", flush=True)
 if n < len(failures):
-    print("#5 [2/2] RUN pip install six", flush=True)
+    print("#4 [2/2] RUN the attempt that fails", flush=True)
+    time.sleep({wait_s})
     print(failures[n], flush=True)
     sys.exit(1)
 Path(sys.argv[sys.argv.index("--iidfile") + 1]).write_text({IMAGE!r})
+print("#5 [2/2] RUN pip install six", flush=True)
 print("#5 DONE 0.1s", flush=True)
 """)
     cli.chmod(0o755)
@@ -92,7 +94,9 @@ def build(tmp_path: Path, builder: Builder) -> str:
 
 
 def calls(tmp_path: Path) -> int:
-    return len((tmp_path / "calls").read_text().splitlines())
+    """How many builds the stand-in CLI began (0: none, or killed before it counted)."""
+    path = tmp_path / "calls"
+    return len(path.read_text().splitlines()) if path.exists() else 0
 
 
 def test_a_lost_session_is_built_again_once(engine):
@@ -114,8 +118,37 @@ def test_other_failures_are_not_run_again(engine):
     assert calls(engine) == 1
 
 
+def test_the_retry_feeds_progress_and_steps_anew(engine):
+    """The retried build's own counts and cache errors are the stage's (review: they were
+    the failed first build's)."""
+    log, steps = BuildLog(), []
+    (engine / "Dockerfile").write_text("FROM scratch\n")
+    Engine(standin_cli(engine, [LOST])).build(engine / "Dockerfile", engine, engine / "logs" / "stage.log",
+                                              engine / "iid", secrets={}, progress=log, on_step=steps.append)
+    assert [v.name for v in log.vertices.values()] == ["[internal] load build definition from Dockerfile",
+                                                      "[2/2] RUN pip install six"]  # not the failed build's
+    assert steps.count("[internal] load build definition from Dockerfile") == 2  # both builds shown
+    assert "# stagecraft: lost a shared step's session: building again" in (engine / "logs" / "stage.log").read_text()
+
+
+def test_after_ctrl_c_no_second_build(engine):
+    """stop_builds before a build starts (it came between the check and the start, as
+    it can before the second build): the build started is terminated (SIGTERM: exit
+    -15), not left to run to its end, and none follows."""
+    e = Engine(standin_cli(engine, [LOST], wait_s=20))
+    e.stop_builds()
+    (engine / "Dockerfile").write_text("FROM scratch\n")
+    with pytest.raises(BuildError, match=r"exit -15"):
+        e.build(engine / "Dockerfile", engine, engine / "logs" / "stage.log", engine / "iid", secrets={})
+    assert calls(engine) <= 1
+
+
 def test_session_lost_reads_the_end_of_the_output():
     assert session_lost(["#5 [2/2] RUN x", LOST])
+    assert session_lost(["#5 [2/2] RUN x", "#5 ERROR: failed to solve: no active sessions"])
     assert not session_lost([LOST] + ["#6 more"] * 20)  # long before the end: not this failure
+    # A step that prints the words itself failed for its own reasons: not built again.
+    assert not session_lost(["#7 [3/4] RUN myapp --status", "#7 0.41 no active sessions",
+                             "#7 ERROR: process did not complete successfully: exit code: 3"])
     assert not session_lost(['ERROR: failed to solve: process "/bin/sh -c false" did not complete successfully: '
                              "exit code: 1"])
