@@ -67,8 +67,9 @@ def standin_cli(tmp_path: Path, failures: list[str], wait_s: float = 0) -> Build
     (tmp_path / "failures.json").write_text(json.dumps(failures))
     cli = tmp_path / "docker"
     cli.write_text(f"""#!/usr/bin/env python3
-import json, sys, time
+import json, signal, sys, time
 from pathlib import Path
+signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as a docker client has it, whatever this test inherited
 calls = Path({str(tmp_path / "calls")!r})
 n = len(calls.read_text().splitlines()) if calls.exists() else 0
 calls.write_text(calls.read_text() + "build\\n" if calls.exists() else "build\\n")
