@@ -17,7 +17,7 @@ from ..plan import Plan, up_to_stage
 from ..preflight import missing_wheels, unreachable, wheel_pins
 from ..publish import resolve_registry
 from ..reproduce import verify_plan
-from ..safetext import cut_middle
+from ..safetext import cut_middle, one_line
 from ..summary import summary_notes
 from ..testing import check_tools
 from . import pushrun, testrun, views
@@ -93,7 +93,7 @@ def failure_line(report: BuildReport, tests: dict[str, Any], push: dict[str, Any
     names = "no name of it was moved"
     for i in report.images:
         if i.status != "built":
-            return f"failed: {i.tag}: {cut_middle(i.error, 300)}; {names}"
+            return f"failed: {i.tag}: {one_line(cut_middle(i.error, 300))}; {names}"  # the last line: one
     for tag, t in tests.items():
         if not t.passed:
             return f"failed: the suites of {tag} did not pass ({t.counts}); {names}"

@@ -79,3 +79,12 @@ def test_a_long_error_keeps_its_end():
         said = _last_line(log)
     assert said.startswith(": failed to unpack loaded image") and said.endswith("no space left on device")
     assert len(said) == 2 + 200
+
+
+def test_an_error_of_several_lines_is_one_last_line():
+    """A tool's stderr (apt's, several lines) in an image's error: the run's last line
+    stays one line (review)."""
+    report = BuildReport(images=[_img("b", "failed", "apt-get failed:\nE: Unable to locate package x\n")])
+    line = failure_line(report, {}, None)
+    assert "\n" not in line and line.startswith("failed: b: apt-get failed:")
+    assert "E: Unable to locate package x" in line
