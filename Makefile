@@ -44,7 +44,7 @@ TEST_REPORTS ?= /var/lib/stagecraft/test-reports
 test: setup
 	mkdir -p $(TEST_REPORTS)
 	ls -1t $(TEST_REPORTS)/pytest-*.xml 2>/dev/null | tail -n +20 | xargs -r rm -f
-	$(PYTHON) -m pytest tests/unit tests/integration -q -rs --durations=40 \
+	$(PYTHON) -m pytest tests/unit tests/integration -q -rfEs --durations=40 \
 	  --junitxml=$(TEST_REPORTS)/pytest-$$(date -u +%Y%m%dT%H%M%SZ).xml
 
 lint:
