@@ -52,6 +52,32 @@ def table(outcomes: list[dict]) -> str:
     return "\n".join(rows)
 
 
+def where(met: str) -> str:
+    """The part of a run a fault fell in, from the last line it had said before
+    (``Outcome.met``): ``stage runtime`` (a stage's build: its "[n/N] runtime@key" line
+    or one of its steps), ``push``, ``tagging``, ``base``; else the line's first word,
+    numbers as N."""
+    line = met.strip()
+    if not line or line == "(nothing said yet)":
+        return "(nothing said yet)"
+    if m := re.match(r"(?:\[\d+/\d+\] )?([\w.-]+)@[0-9a-f]{6,} ", line):
+        return f"stage {m.group(1)}"
+    if line.startswith(("pushing ", "alias ", "index ")) or re.match(r"sha256:[0-9a-f]+ verified", line):
+        return "push"
+    words = re.sub(r"\d+", "N", line).split()
+    return words[0]
+
+
+def where_table(outcomes: list[dict]) -> str:
+    """Markdown table of the struck timed faults by ``where`` they fell, most first; ""
+    when no outcome says (lines written before ``met`` existed)."""
+    places = collections.Counter(where(o["met"]) for o in outcomes if o.get("met"))
+    if not places:
+        return ""
+    rows = ["| where the fault fell (what the run had said last) | faults |", "|---|---:|"]
+    return "\n".join(rows + [f"| {name} | {n} |" for name, n in places.most_common()])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.faults", description=__doc__.split("\n\n")[0])
     ap.add_argument("--faults", type=int, default=10, help="trials (default 10)")
@@ -81,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         projects = sorted({o.get("project", "six") for o in outcomes})
         print(f"{len(outcomes)} trial(s), seed(s) {', '.join(map(str, seeds))}, project(s) {', '.join(projects)}")
         print(table(outcomes))
+        print(where_table(outcomes))
         return 0
     kinds = [k for k in args.kinds.split(",") if k]
     unknown = [k for k in kinds if k not in KINDS]
@@ -125,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         rig.down()
     print(table(outcomes))
+    print(where_table(outcomes))
     return 0 if all(not o["violations"] for o in outcomes) else 1
 
 

@@ -230,11 +230,19 @@ class Run:
     seconds: float = 0.0
     signalled: str = ""  # the fault the run met: KILL, INT, engine, registry, disk, overlap
     timed_out: bool = False  # killed by the suite past its timeout (a violation, whatever it met)
+    # Each stderr line as it came: (seconds after the start, the line without its newline).
+    lines: list = field(default_factory=list, repr=False)
 
     def last_line(self) -> str:
         """The last non-empty line on stderr (what the user read last)."""
         lines = [ln for ln in self.err.splitlines() if ln.strip()]
         return lines[-1].strip() if lines else ""
+
+    def said_before(self, seconds: float) -> str:
+        """The last non-empty stderr line that came before ``seconds`` s after the start
+        (what the run was doing when a fault struck then), or "" when none had."""
+        said = [ln.strip() for t, ln in self.lines if t <= seconds and ln.strip()]
+        return said[-1] if said else ""
 
 
 @dataclass
@@ -257,6 +265,7 @@ class Rig:
         self.state = self.work / "state"
         self.control = self.work / "proxy.json"
         self.filler = self.state / ".fault-filler"
+        self._readers: dict[int, tuple[list[threading.Thread], list[str]]] = {}  # pid -> readers, stdout
 
     # -- set-up ------------------------------------------------------------------
     def up(self) -> None:
@@ -419,22 +428,46 @@ class Rig:
         return None
 
     def start(self, argv: list[str]) -> tuple[subprocess.Popen, Run, float]:
-        """Start ``argv`` in a session of its own with default signal dispositions."""
+        """Start ``argv`` in a session of its own with default signal dispositions; its
+        output is read as it comes (stderr line by line into ``Run.lines``, timed)."""
         proc = subprocess.Popen(with_default_signals(argv), cwd=self.project_dir, env=self.environ(),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 start_new_session=True)
-        return proc, Run(argv), time.monotonic()
+        run, t0 = Run(argv), time.monotonic()
+        out: list[str] = []
+
+        def read_err() -> None:
+            for line in proc.stderr:
+                run.lines.append((time.monotonic() - t0, line.rstrip("\n")))
+
+        readers = [threading.Thread(target=read_err, daemon=True),
+                   threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)]
+        for r in readers:
+            r.start()
+        self._readers[proc.pid] = (readers, out)
+        return proc, run, t0
 
     def finish(self, proc: subprocess.Popen, run: Run, t0: float, timeout: float | None = None) -> Run:
-        """Wait for ``proc`` (killing its group past ``timeout`` s, default the project's
-        ``run_timeout_s``) and fill ``run``."""
+        """Wait for ``proc`` and the end of its output (orphans of a SIGKILLed build.py
+        may hold its pipes: they are waited for too), killing its process group once
+        ``timeout`` s (default the project's ``run_timeout_s``) have passed since the
+        start; fill ``run``."""
         timeout = timeout or self.project.run_timeout_s
+        readers, out = self._readers.pop(proc.pid)
+        deadline = t0 + timeout
         try:
-            run.out, run.err = proc.communicate(timeout=timeout)
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
+            pass
+        for r in readers:
+            r.join(timeout=max(0.0, deadline - time.monotonic()))
+        if proc.poll() is None or any(r.is_alive() for r in readers):
             os.killpg(proc.pid, signal.SIGKILL)
-            run.out, run.err = proc.communicate()
+            proc.wait()
             run.timed_out = True
+            for r in readers:
+                r.join(timeout=30)
+        run.out, run.err = "".join(out), "".join(ln + "\n" for _, ln in run.lines)
         run.rc, run.seconds = proc.returncode, time.monotonic() - t0
         return run
 
@@ -443,36 +476,11 @@ class Rig:
         return self.finish(*self.start(self.argv(*args)), timeout=timeout)
 
     def run_marked(self, *args: str, mark: str, timeout: float | None = None) -> tuple[Run, float | None]:
-        """``build.py ARGS`` to its end, reading its stderr as it comes; also the seconds
-        after the start at which a line beginning with ``mark`` (leading spaces aside)
-        first came, or None when none did. Past ``timeout`` s its group is killed."""
-        timeout = timeout or self.project.run_timeout_s
-        proc, run, t0 = self.start(self.argv(*args))
-        seen: list[float] = []
-        err: list[str] = []
-        out: list[str] = []
-
-        def read_err() -> None:
-            for line in proc.stderr:
-                if not seen and line.lstrip().startswith(mark):
-                    seen.append(time.monotonic() - t0)
-                err.append(line)
-
-        readers = [threading.Thread(target=read_err, daemon=True),
-                   threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)]
-        for r in readers:
-            r.start()
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            run.timed_out = True
-        for r in readers:
-            r.join(timeout=30)
-        run.out, run.err = "".join(out), "".join(err)
-        run.rc, run.seconds = proc.returncode, time.monotonic() - t0
-        return run, (seen[0] if seen else None)
+        """``build.py ARGS`` to its end; also the seconds after the start at which a
+        stderr line beginning with ``mark`` (leading spaces aside) first came, or None
+        when none did. Past ``timeout`` s its group is killed."""
+        run = self.run(*args, timeout=timeout)
+        return run, next((t for t, ln in run.lines if ln.lstrip().startswith(mark)), None)
 
     # -- what the engine, the state directory and the registry hold ----------------
     def names(self) -> dict[str, str | None]:

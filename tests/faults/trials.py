@@ -86,6 +86,9 @@ class Outcome:
     notes: list = field(default_factory=list)
     # Seconds per part of the trial: tidy, fault, checks, recovery (with verify), after.
     phases: dict = field(default_factory=dict)
+    # What the run the fault met had said last before the instant it struck (a timed
+    # fault that struck; "" otherwise): where in the run the fault fell.
+    met: str = ""
 
     @property
     def recovered(self) -> bool:
@@ -388,6 +391,8 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
     # instant; two runs only when the second started before the first ended.
     timed = kind in ("signal", "engine", "concurrent") or variant.startswith("kill") or "mid-run" in variant
     out.struck = not timed or any(r.signalled for r in runs)
+    if timed and out.struck:
+        out.met = runs[0].said_before(instant)[:160] or "(nothing said yet)"
     if rig.engine_down():
         rig.restart_engine()
     # Only a run that could not act (SIGKILL, or an engine gone past the wait) may leave

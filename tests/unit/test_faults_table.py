@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tests.faults.__main__ import main, table, variant_counts
+from tests.faults.__main__ import main, table, variant_counts, where, where_table
 
 
 def _line(kind: str, variant: str, *, violations=(), struck=True, rc=0, seconds=10.0, seed=7) -> dict:
@@ -55,3 +55,24 @@ def test_a_line_that_is_not_a_trial_is_refused_with_its_place(tmp_path, capsys):
 def test_a_missing_file_is_refused(tmp_path, capsys):
     assert main(["--table", str(tmp_path / "none.jsonl")]) == 2
     assert "No such file" in capsys.readouterr().err
+
+
+def test_where_a_fault_fell_is_named_from_the_last_line_said():
+    assert where("[2/4] runtime@0123456789ab for 1.16.0-cpu") == "stage runtime"
+    assert where("runtime@0123456789ab #7 exporting layers") == "stage runtime"
+    assert where("label-1.16.0@0123456789ab #3 DONE 0.1s") == "stage label-1.16.0"
+    assert where("pushing r/six:1.16.0 (12 MB in the engine)") == "push"
+    assert where("sha256:0123abcd verified; 2 layer(s) uploaded") == "push"
+    assert where("alias r/six:1.16 -> sha256:0123 verified") == "push"
+    assert where("tagging r/six:1.16.0 and its alias") == "tagging"
+    assert where("(nothing said yet)") == where("") == "(nothing said yet)"
+    assert where("12 passed in 3.1s") == "N"
+
+
+def test_where_table_counts_struck_faults_and_is_empty_for_old_lines():
+    lines = [dict(_line("signal", "SIGINT build"), met="[1/2] base@0123456789ab for a"),
+             dict(_line("engine", "engine killed build"), met="base@0123456789ab #2 RUN apt"),
+             dict(_line("disk", "state full"), met="pushing r:a (3 MB)"),
+             dict(_line("disk", "state full"), met="")]
+    assert where_table(lines).splitlines()[2:] == ["| stage base | 2 |", "| push | 1 |"]
+    assert where_table([_line("signal", "SIGINT build")]) == ""

@@ -1,0 +1,73 @@
+"""The fault suite reads a run's stderr as it comes (``Rig.start``/``Rig.finish``): each
+line with the second it came, so a trial records what the run had said last before its
+fault struck (``Run.said_before``); the run's end waits for orphans that hold its pipes,
+up to its timeout, then kills its process group."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import time
+
+from tests.faults.rig import Rig
+from tests.integration import engines
+
+
+def _rig(tmp_path) -> Rig:
+    rig = Rig(tmp_path / "work")
+    rig.engine = engines.TestEngine("stand-in")
+    rig.signing = ({"cosign": "cosign", "oras": "oras"}, tmp_path / "cosign.key")
+    rig.project_dir.mkdir(parents=True)
+    return rig
+
+
+def _python(code: str) -> list[str]:
+    return [sys.executable, "-c", textwrap.dedent(code)]
+
+
+def test_each_line_keeps_the_second_it_came(tmp_path):
+    rig = _rig(tmp_path)
+    proc, run, t0 = rig.start(_python("""
+        import sys, time
+        print("[1/2] base@0123456789ab for a", file=sys.stderr, flush=True)
+        print("the report", flush=True)
+        time.sleep(0.6)
+        print("  runtime@0123456789ab #5 RUN pip install", file=sys.stderr, flush=True)
+        sys.exit(3)
+    """))
+    done = rig.finish(proc, run, t0, timeout=60)
+    assert done.rc == 3 and not done.timed_out and done.out == "the report\n"
+    assert [ln for _, ln in done.lines] == ["[1/2] base@0123456789ab for a",
+                                            "  runtime@0123456789ab #5 RUN pip install"]
+    first, second = (t for t, _ in done.lines)
+    assert second - first >= 0.5
+    assert done.said_before(first + 0.25) == "[1/2] base@0123456789ab for a"
+    assert done.said_before(second) == "runtime@0123456789ab #5 RUN pip install"
+    assert done.said_before(first - 0.01) == ""
+    assert done.err.splitlines() == [ln for _, ln in done.lines]
+    assert done.last_line() == "runtime@0123456789ab #5 RUN pip install"
+
+
+def test_an_orphan_holding_the_pipes_is_waited_for_then_killed_at_the_timeout(tmp_path):
+    rig = _rig(tmp_path)
+    # build.py SIGKILLed alone leaves its children: here the process ends at once and its
+    # child, holding stderr, says one more line a second later.
+    orphan = _python("""
+        import subprocess, sys
+        subprocess.Popen([sys.executable, "-c", "import sys, time; time.sleep(1); print('late', file=sys.stderr)"])
+        print("early", file=sys.stderr, flush=True)
+    """)
+    proc, run, t0 = rig.start(orphan)
+    done = rig.finish(proc, run, t0, timeout=60)
+    assert done.rc == 0 and not done.timed_out and [ln for _, ln in done.lines] == ["early", "late"]
+
+    hung = _python("""
+        import subprocess, sys
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        print("early", file=sys.stderr, flush=True)
+    """)
+    t = time.monotonic()
+    proc, run, t0 = rig.start(hung)
+    done = rig.finish(proc, run, t0, timeout=1.5)
+    assert done.timed_out and done.err == "early\n" and time.monotonic() - t < 30
+
