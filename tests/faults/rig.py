@@ -430,15 +430,22 @@ class Rig:
     def start(self, argv: list[str]) -> tuple[subprocess.Popen, Run, float]:
         """Start ``argv`` in a session of its own with default signal dispositions; its
         output is read as it comes (stderr line by line into ``Run.lines``, timed)."""
+        # errors="replace": a child that inherits stderr (tar, docker) may write bytes that
+        # are not UTF-8, or a SIGKILL may cut a character; a reader that died on them would
+        # leave the pipe undrained and the run blocked (a false timeout).
         proc = subprocess.Popen(with_default_signals(argv), cwd=self.project_dir, env=self.environ(),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
+                                errors="replace", start_new_session=True)
         run, t0 = Run(argv), time.monotonic()
         out: list[str] = []
 
         def read_err() -> None:
-            for line in proc.stderr:
-                run.lines.append((time.monotonic() - t0, line.rstrip("\n")))
+            try:
+                for line in proc.stderr:
+                    run.lines.append((time.monotonic() - t0, line.rstrip("\n")))
+            except (OSError, ValueError) as exc:  # recorded, and the pipe still drained
+                run.lines.append((time.monotonic() - t0, f"(the suite's reader failed: {exc!r})"))
+                proc.stderr.buffer.read()
 
         readers = [threading.Thread(target=read_err, daemon=True),
                    threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)]
@@ -451,7 +458,8 @@ class Rig:
         """Wait for ``proc`` and the end of its output (orphans of a SIGKILLed build.py
         may hold its pipes: they are waited for too), killing its process group once
         ``timeout`` s (default the project's ``run_timeout_s``) have passed since the
-        start; fill ``run``."""
+        run's start (``t0``; the time a trial spent injecting its fault counts: a run may
+        take ``timeout`` s in all); fill ``run``."""
         timeout = timeout or self.project.run_timeout_s
         readers, out = self._readers.pop(proc.pid)
         deadline = t0 + timeout
@@ -462,7 +470,10 @@ class Rig:
         for r in readers:
             r.join(timeout=max(0.0, deadline - time.monotonic()))
         if proc.poll() is None or any(r.is_alive() for r in readers):
-            os.killpg(proc.pid, signal.SIGKILL)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:  # the group is empty: a pipe holder of another session
+                pass
             proc.wait()
             run.timed_out = True
             for r in readers:

@@ -236,6 +236,7 @@ def _disk(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test: b
         proc, run, t0 = rig.start(rig.argv(*command(tag, False, rig, test=test)))
         if mid and _wait_then(proc, instant):
             filler = rig.fill(root, leave)
+            instant = time.monotonic() - t0  # full from now: filling took its time
             run.signalled = "disk"
         run = rig.finish(proc, run, t0)
     finally:

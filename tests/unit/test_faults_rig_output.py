@@ -71,3 +71,20 @@ def test_an_orphan_holding_the_pipes_is_waited_for_then_killed_at_the_timeout(tm
     done = rig.finish(proc, run, t0, timeout=1.5)
     assert done.timed_out and done.err == "early\n" and time.monotonic() - t < 30
 
+
+
+def test_bytes_that_are_not_utf8_neither_stop_the_reading_nor_the_run(tmp_path):
+    """A child that inherits stderr (tar, docker) may write any bytes; a strict decoder
+    in the reader would die on them and leave the pipe full: the run blocked until its
+    timeout, its lines lost."""
+    rig = _rig(tmp_path)
+    proc, run, t0 = rig.start(_python("""
+        import sys
+        sys.stderr.write("first\\n"); sys.stderr.flush()
+        sys.stderr.buffer.write(b"tar: \\xff\\xfe bad name\\n" + b"x" * 240_000 + b"\\nlast\\n")
+        sys.stderr.flush()
+    """))
+    done = rig.finish(proc, run, t0, timeout=60)
+    assert done.rc == 0 and not done.timed_out
+    said = [ln for _, ln in done.lines]
+    assert said[0] == "first" and said[1] == "tar: \ufffd\ufffd bad name" and said[-1] == "last"
