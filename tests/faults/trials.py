@@ -105,6 +105,21 @@ def command(tag: str, push: bool, rig: Rig, json_out: bool = False, test: bool =
     return args + (["--push", "--registry", rig.push_to] if push else [])
 
 
+def log_tails(err: str, limit: int = 3000) -> str:
+    """The last ``limit`` bytes of each stage log a run's stderr names ("log: PATH" in a
+    FAILED line), read now: the state directory goes with the rig's ``down``, and the
+    step's own output (what a "did not complete successfully" hides) is only there."""
+    tails = []
+    for path in dict.fromkeys(re.findall(r"log: (/\S+\.log)", err)):
+        try:
+            with open(path, "rb") as f:
+                f.seek(max(0, os.fstat(f.fileno()).st_size - limit))
+                tails.append(f"--- {path} (its end)\n" + f.read(limit).decode("utf-8", "replace"))
+        except OSError as exc:
+            tails.append(f"--- {path}: {exc}")
+    return "\n".join(tails)
+
+
 def calibrate(rig: Rig) -> dict[str, float]:
     """Seconds of an undisturbed run of each command shape on fresh content (the range
     over which instants are drawn); raises AssertionError when one fails. After the
@@ -119,13 +134,14 @@ def calibrate(rig: Rig) -> dict[str, float]:
     assert not untidy, f"calibration: the tidy failed: {untidy}"
     rig.change()
     warm = rig.run(*command(first, False, rig, test=False))  # the base, once per engine
-    assert warm.rc == 0, f"warm-up run failed:\n{warm.err[-3000:]}"
+    assert warm.rc == 0, f"warm-up run failed:\n{warm.err[-3000:]}\n{log_tails(warm.err)}"
     rig.change()
     build = rig.run(*command(first, False, rig, test=False))
-    assert build.rc == 0, f"calibration run (build) failed:\n{build.err[-3000:]}"
+    assert build.rc == 0, f"calibration run (build) failed:\n{build.err[-3000:]}\n{log_tails(build.err)}"
     rig.change()
     push, tested = rig.run_marked(*command(first, True, rig), mark="pushing ")
-    assert push.rc == 0 and tested, f"calibration run (push) failed or pushed nothing:\n{push.err[-3000:]}"
+    assert push.rc == 0 and tested, (f"calibration run (push) failed or pushed nothing:\n{push.err[-3000:]}\n"
+                                      f"{log_tails(push.err)}")
     rig.change()
     pre = rig.run(*command(first, False, rig))
     alone = rig.run("push", "--tag", first, "--registry", rig.push_to)
@@ -419,6 +435,7 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
         out.recovery_last = rec.last_line()[:200]
         if rec.rc != 0:
             out.violations.append(f"recovery run of {t} exited {rec.rc}: {rec.last_line()[:200]}")
+            out.notes.append(f"stage logs of the recovery run of {t}:\n{log_tails(rec.err)}")
             continue
         report = json.loads(rec.out)
         recovered[t] = next((i.get("image_id") for i in report.get("images", []) if i.get("tag") == t), None)

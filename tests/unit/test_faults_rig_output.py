@@ -88,3 +88,16 @@ def test_bytes_that_are_not_utf8_neither_stop_the_reading_nor_the_run(tmp_path):
     assert done.rc == 0 and not done.timed_out
     said = [ln for _, ln in done.lines]
     assert said[0] == "first" and said[1] == "tar: \ufffd\ufffd bad name" and said[-1] == "last"
+
+
+def test_a_failed_stage_log_is_read_before_the_state_directory_goes(tmp_path):
+    from tests.faults.trials import log_tails
+
+    log = tmp_path / "runtime-f24f72c1c9d6.log"
+    log.write_bytes(b"x" * 5000 + b"\nfind: '/tmp/gone': No such file or directory\n")
+    err = (f"  runtime@f24f72c1c9d6 FAILED: build failed (exit 1): ... exit code: 1; log: {log}\n"
+           f"FAILED: runtime@f24f72c1c9d6 (log: {log})\nlog: {tmp_path}/none.log\n")
+    tails = log_tails(err, limit=100)
+    assert tails.count(f"--- {log} (its end)") == 1 and tails.count("No such file or directory") == 2
+    body = tails.split("(its end)\n", 1)[1].split(f"--- {tmp_path}/none.log")[0]
+    assert len(body.rstrip("\n")) <= 100 and body.rstrip().endswith("No such file or directory")
