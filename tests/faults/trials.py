@@ -110,8 +110,10 @@ def log_tails(err: str, limit: int = 3000) -> str:
     FAILED line), read now: the state directory goes with the rig's ``down``, and the
     step's own output (what a "did not complete successfully" hides) is only there."""
     tails = []
-    for path in dict.fromkeys(re.findall(r"log: (/\S+\.log)", err)):
+    for path in list(dict.fromkeys(re.findall(r"log: (/\S+\.log)", err)))[:8]:
         try:
+            if not os.path.isfile(path):  # a FIFO or device named so would block or never end
+                raise OSError(f"not a regular file: {path}")
             with open(path, "rb") as f:
                 f.seek(max(0, os.fstat(f.fileno()).st_size - limit))
                 tails.append(f"--- {path} (its end)\n" + f.read(limit).decode("utf-8", "replace"))

@@ -101,3 +101,13 @@ def test_a_failed_stage_log_is_read_before_the_state_directory_goes(tmp_path):
     assert tails.count(f"--- {log} (its end)") == 1 and tails.count("No such file or directory") == 2
     body = tails.split("(its end)\n", 1)[1].split(f"--- {tmp_path}/none.log")[0]
     assert len(body.rstrip("\n")) <= 100 and body.rstrip().endswith("No such file or directory")
+
+
+def test_a_log_path_that_is_not_a_file_is_named_not_opened(tmp_path):
+    import os
+
+    from tests.faults.trials import log_tails
+
+    fifo = tmp_path / "stage.log"
+    os.mkfifo(fifo)  # opening it for reading would wait for a writer forever
+    assert log_tails(f"FAILED (log: {fifo})") == f"--- {fifo}: not a regular file: {fifo}"
