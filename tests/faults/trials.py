@@ -112,7 +112,7 @@ def log_tails(err: str, limit: int = 3000) -> str:
     tails = []
     for path in list(dict.fromkeys(re.findall(r"log: (/\S+\.log)", err)))[:8]:
         try:
-            if not os.path.isfile(path):  # a FIFO or device named so would block or never end
+            if os.path.exists(path) and not os.path.isfile(path):  # a FIFO would block, a device never end
                 raise OSError(f"not a regular file: {path}")
             with open(path, "rb") as f:
                 f.seek(max(0, os.fstat(f.fileno()).st_size - limit))
