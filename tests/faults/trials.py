@@ -50,6 +50,7 @@ import signal
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from stagecraft import statefile
 from tests.faults.rig import Rig, Run
@@ -122,6 +123,40 @@ def log_tails(err: str, limit: int = 3000) -> str:
     return "\n".join(tails)
 
 
+# A JUnit report of one suite run is a few kB; a larger one is not read whole.
+MAX_REPORT = 1024 * 1024
+
+
+def suite_failures(state: Path, since: float, limit: int = 8) -> str:
+    """What failed in the suite runs whose JUnit reports (``state``/test-reports/*.xml,
+    written by stagecraft.testing.run_suites) changed after ``since`` (epoch s): one
+    line per failed or erring test case, ``classname::name: message`` (its first 300
+    characters), at most ``limit`` lines; "" when none. A run's stderr says only the
+    counts ("1 failed, 9 passed"), and the next run overwrites the report. A report
+    larger than ``MAX_REPORT`` bytes, or not XML, is named, not read."""
+    import xml.etree.ElementTree as ET
+
+    lines = []
+    reports = state / "test-reports"
+    for path in sorted(reports.glob("*.xml")) if reports.is_dir() else []:
+        try:
+            st = path.lstat()
+            if not path.is_file() or path.is_symlink() or st.st_mtime < since:
+                continue
+            if st.st_size > MAX_REPORT:
+                lines.append(f"{path.name}: {st.st_size} bytes, not read")
+                continue
+            root = ET.fromstring(path.read_bytes())
+        except (OSError, ET.ParseError) as exc:
+            lines.append(f"{path.name}: {exc}")
+            continue
+        for case in root.iter("testcase"):
+            for bad in [*case.findall("failure"), *case.findall("error")]:
+                said = " ".join((bad.get("message") or bad.text or "").split())
+                lines.append(f"{path.name} {case.get('classname')}::{case.get('name')}: {said[:300]}")
+    return "\n".join(lines[:limit])
+
+
 def calibrate(rig: Rig) -> dict[str, float]:
     """Seconds of an undisturbed run of each command shape on fresh content (the range
     over which instants are drawn); raises AssertionError when one fails. After the
@@ -134,6 +169,7 @@ def calibrate(rig: Rig) -> dict[str, float]:
     # its 12 GB data root on top of a stopped run's images (seed 20261374).
     untidy = rig.tidy()
     assert not untidy, f"calibration: the tidy failed: {untidy}"
+    since = time.time() - 1
     rig.change()
     warm = rig.run(*command(first, False, rig, test=False))  # the base, once per engine
     assert warm.rc == 0, f"warm-up run failed:\n{warm.err[-3000:]}\n{log_tails(warm.err)}"
@@ -143,11 +179,12 @@ def calibrate(rig: Rig) -> dict[str, float]:
     rig.change()
     push, tested = rig.run_marked(*command(first, True, rig), mark="pushing ")
     assert push.rc == 0 and tested, (f"calibration run (push) failed or pushed nothing:\n{push.err[-3000:]}\n"
-                                      f"{log_tails(push.err)}")
+                                      f"{log_tails(push.err)}\n{suite_failures(rig.state, since)}")
     rig.change()
     pre = rig.run(*command(first, False, rig))
     alone = rig.run("push", "--tag", first, "--registry", rig.push_to)
-    assert pre.rc == 0 and alone.rc == 0, f"calibration run (push only) failed:\n{(pre.err + alone.err)[-3000:]}"
+    assert pre.rc == 0 and alone.rc == 0, (f"calibration run (push only) failed:\n{(pre.err + alone.err)[-3000:]}\n"
+                                           f"{suite_failures(rig.state, since)}")
     return {"build": build.seconds, "test": tested, "push": push.seconds, "push only": alone.seconds}
 
 
@@ -401,6 +438,7 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
     temps_before = set(rig.state_temps())
     variant, instant, runs = INJECT[kind](rig, rng, cal, tag, test)
     marks.append(("fault", time.monotonic()))
+    failed = suite_failures(rig.state, started)  # read now: the recovery run's suites overwrite it
     variant += "" if test or kind == "registry" else " (no --test)"
     out = Outcome(index, kind, variant, round(instant, 3), tag,
                   [r.rc for r in runs], [r.last_line()[:200] for r in runs])
@@ -432,12 +470,14 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
     expected: set = set()
     recovered: dict[str, str | None] = {}  # tag -> the image the recovery run reports for it
     for t in tags:
+        rec_started = time.time() - 1
         rec = rig.run(*command(t, push, rig, json_out=True, test=test))
         out.recovery_rc = rec.rc if out.recovery_rc in (None, 0) else out.recovery_rc
         out.recovery_last = rec.last_line()[:200]
         if rec.rc != 0:
             out.violations.append(f"recovery run of {t} exited {rec.rc}: {rec.last_line()[:200]}")
             out.notes.append(f"stage logs of the recovery run of {t}:\n{log_tails(rec.err)}")
+            out.notes.append(f"its failed suite cases:\n{suite_failures(rig.state, rec_started)}")
             continue
         report = json.loads(rec.out)
         recovered[t] = next((i.get("image_id") for i in report.get("images", []) if i.get("tag") == t), None)
@@ -496,6 +536,8 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
         out.violations.append(f"scratch directories left after recovery: {dirs}")
     if out.violations:  # what the runs said, for the one who looks into it
         out.notes += [f"stderr of {' '.join(r.argv[2:4])}: ...{r.err[-1500:]}" for r in runs]
+        if failed:
+            out.notes.append(f"suite cases that failed in the fault's runs:\n{failed}")
     marks.append(("after", time.monotonic()))
     out.phases = {name: round(t - prev, 1) for (name, t), prev in zip(marks, [t0] + [t for _, t in marks[:-1]], strict=True)}
     out.seconds = round(time.monotonic() - t0, 1)
