@@ -37,15 +37,18 @@ unit:
 
 test: PLATFORMS = linux/amd64,linux/arm64
 test: SETUP_ARGS = --with-modern-engine --with-podman
-# Each run's JUnit report (every test's seconds, set-up included) is kept under
+# Each run's JUnit report (every test's seconds, set-up included) and CPU timeline (how
+# busy the cores were during each test: tests/cputimeline.py) are kept under
 # TEST_REPORTS, outside the checkout, so a CI run's figures outlive its clone; the newest
-# 20 stay.
+# 20 of each stay. `python3 bench/testrun.py` reads them.
 TEST_REPORTS ?= /var/lib/stagecraft/test-reports
 test: setup
 	mkdir -p $(TEST_REPORTS)
 	ls -1t $(TEST_REPORTS)/pytest-*.xml 2>/dev/null | tail -n +20 | xargs -r rm -f
+	ls -1t $(TEST_REPORTS)/timeline-*.jsonl 2>/dev/null | tail -n +20 | xargs -r rm -f
+	stamp=$$(date -u +%Y%m%dT%H%M%SZ); \
 	$(PYTHON) -m pytest tests/unit tests/integration -q -rfEs --durations=40 \
-	  --junitxml=$(TEST_REPORTS)/pytest-$$(date -u +%Y%m%dT%H%M%SZ).xml
+	  --junitxml=$(TEST_REPORTS)/pytest-$$stamp.xml --cpu-timeline=$(TEST_REPORTS)/timeline-$$stamp.jsonl
 
 lint:
 	$(PYTHON) -m ruff check stagecraft probes entrypoint tests bench build.py

@@ -19,17 +19,19 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import containers, signing, statefile
+from . import containers, signing, statefile, suitecases
 from .engine import Engine
 from .errors import BuildError, InputError
 from .expand import ImageSpec
 from .model import Matrix
 from .platforms import host_platform
 from .render import MANIFEST_PATH, image_manifest
+from .safetext import clip
 
 # The directory that holds this stagecraft package. The suites import it (tests/image
 # reads the platform table), and they run with the project's root as their directory,
@@ -53,7 +55,8 @@ def suite_environ(environ: dict[str, str]) -> dict[str, str]:
 @dataclass
 class TestResult:
     """Outcome of one image's suites: ``passed`` is True when pytest exited 0;
-    ``counts`` from its summary; ``seconds`` of wall time; ``junit`` path."""
+    ``counts`` from its summary; ``seconds`` of wall time (every attempt); ``junit``
+    path; ``failures``: what failed."""
 
     tag: str
     image_id: str
@@ -64,6 +67,9 @@ class TestResult:
     junit: str
     output_tail: str
     platform: str = ""
+    # The checks that failed, ``module::test: message`` (at most 10, each message
+    # clipped): what a run's output names, as the counts alone do not.
+    failures: list[str] = field(default_factory=list)
 
 
 def expectations(matrix: Matrix, spec: ImageSpec, ref: str, image_id: str,
@@ -102,7 +108,8 @@ def combine(results: list[TestResult], image_id: str) -> TestResult:
                       seconds=sum(r.seconds for r in results), suites=results[0].suites,
                       junit=",".join(r.junit for r in results),
                       output_tail=(failed or results)[-1].output_tail,
-                      platform=",".join(r.platform for r in results))
+                      platform=",".join(r.platform for r in results),
+                      failures=[f for r in results for f in r.failures][:10])
 
 
 def sbom_path(state_dir: Path, image_id: str) -> Path:
@@ -194,27 +201,78 @@ def _no_verdict(returncode: int, output: str) -> Exception:
                       "no test record was written")
 
 
+# Suite runs of one image at most: a run with a check the engine failed (it could not
+# start a process in the test container: suitecases) runs once more, in a new one.
+ATTEMPTS = 2
+
+
 def run_suites(engine: Engine, matrix: Matrix, spec: ImageSpec, ref: str,
                state_dir: Path, extra_args: list[str] | None = None,
-               image: str | None = None) -> TestResult:
+               image: str | None = None, say: Callable[[str], None] | None = None) -> TestResult:
     """Run ``spec``'s suites against image ``ref`` (or ``image``, one platform's image
     of the tag ``ref`` when it is an index); record and return the result. Raises
     ``InputError`` when pytest or testinfra is missing, and ``InputError``/``BuildError``
     when pytest gives no verdict (a missing module, a usage error): no record then. The
     image's own platform decides the expectations (its kernel sets); another platform
-    than the host's runs under emulation."""
-    from . import lockfile
+    than the host's runs under emulation.
 
+    A run with a check that failed because the engine could not start a process in the
+    test container (``suitecases.engine_failed``) is no verdict on the image: the
+    suites run again in a new container (``say`` is told why), and when the engine fails
+    a check so again, ``BuildError`` says so and no record is written."""
     check_tools()
     image_id = engine.image_id(image or ref) or ""
     platform = image_platform(engine.inspect(image_id)) if image_id else ""
-    suites = [str(matrix.root / t) for t in spec.tests]
-    name = f"stagecraft-test-{spec.tag}-{uuid.uuid4().hex[:8]}"
-    t0 = time.monotonic()
     reports = state_dir / "test-reports"
     reports.mkdir(parents=True, exist_ok=True)
     junit = reports / f"{spec.tag}{'' if platform == host_platform() else '@' + platform.replace('/', '-')}.xml"
     sbom = write_sbom(engine, matrix, spec, ref, image_id, state_dir)
+    t0 = time.monotonic()
+    for attempt in range(1, ATTEMPTS + 1):
+        proc = _run_once(engine, matrix, spec, ref, image_id, platform, junit, sbom, extra_args)
+        output = proc.stdout + proc.stderr
+        if proc.returncode not in VERDICTS:
+            raise _no_verdict(proc.returncode, output)
+        failed = _failed(junit) if proc.returncode != 0 else []
+        refused = [c for c in failed if suitecases.engine_failed(c)]
+        if not refused:
+            break
+        why = (f"the engine could not start a process in the test container of {spec.tag} "
+               f"({len(refused)} check(s) failed so: {clip(refused[0].message, 300)})")
+        if attempt == ATTEMPTS:
+            raise BuildError(f"{why}, in {ATTEMPTS} containers one after the other: no verdict on the "
+                             "image and no test record was written; check the engine (docker info, "
+                             "its log) and run the tests again")
+        if say is not None:
+            say(f"  {why}: no verdict on the image; the suites run again in a new container")
+    result = TestResult(tag=spec.tag, image_id=image_id, passed=proc.returncode == 0,
+                        counts=_counts(output), seconds=time.monotonic() - t0,
+                        suites=list(spec.tests), junit=str(junit),
+                        output_tail="\n".join(output.strip().splitlines()[-40:]),
+                        platform=platform, failures=[f"{c.test}: {clip(c.message, 500)}" for c in failed[:10]])
+    save_record(state_dir, result)
+    return result
+
+
+def _failed(junit: Path) -> list[suitecases.FailedCase]:
+    """The failed cases of a run's report; [] when it cannot be read (the verdict then
+    stands as pytest gave it)."""
+    try:
+        return suitecases.failed_cases(junit)
+    except (OSError, ValueError):
+        return []
+
+
+def _run_once(engine: Engine, matrix: Matrix, spec: ImageSpec, ref: str, image_id: str,
+              platform: str, junit: Path, sbom: Path,
+              extra_args: list[str] | None) -> subprocess.CompletedProcess:
+    """One run of the suites in a container of their own, removed after it whatever
+    happens. Raises ``BuildError`` when the container was lost while they ran (no
+    verdict on the image)."""
+    from . import lockfile
+
+    suites = [str(matrix.root / t) for t in spec.tests]
+    name = f"stagecraft-test-{spec.tag}-{uuid.uuid4().hex[:8]}"
     labels = container_labels(spec.tag)
     container = engine.client.containers.create(
         image_id, command=["sleep", "infinity"], name=name, labels=labels,
@@ -242,16 +300,7 @@ def run_suites(engine: Engine, matrix: Matrix, spec: ImageSpec, ref: str,
         raise BuildError(f"the suites of {spec.tag} could not run to their end: their container "
                          f"{name} is {lost} (the engine restarted, or something stopped it); "
                          "no test record was written: run the tests again")
-    output = proc.stdout + proc.stderr
-    if proc.returncode not in VERDICTS:
-        raise _no_verdict(proc.returncode, output)
-    result = TestResult(tag=spec.tag, image_id=image_id, passed=proc.returncode == 0,
-                        counts=_counts(output), seconds=time.monotonic() - t0,
-                        suites=list(spec.tests), junit=str(junit),
-                        output_tail="\n".join(output.strip().splitlines()[-40:]),
-                        platform=platform)
-    save_record(state_dir, result)
-    return result
+    return proc
 
 
 def container_labels(tag: str) -> dict[str, str]:

@@ -30,9 +30,11 @@ def suites_after_build(ctx: RunContext, report: BuildReport, chosen: list[ImageS
         for platform, one in img.platforms.items():
             say(f"testing {img.ref} on {platform} ({len(spec.tests)} suites)")
             per_platform.append(run_suites(ctx.engine, ctx.matrix, spec, img.ref, ctx.state_dir(),
-                                           image=one["image_id"]))
+                                           image=one["image_id"], say=say))
             say(f"  {'passed' if per_platform[-1].passed else 'FAILED'}: "
                 f"{counts(per_platform[-1].counts)}")
+            for failure in per_platform[-1].failures[:5]:
+                say(f"    {failure}")
         tests[img.tag] = per_platform[0]
         if len(per_platform) > 1:  # the index passes when every platform passed
             tests[img.tag] = combine(per_platform, img.image_id)
@@ -90,7 +92,7 @@ def _test_tag(ctx: RunContext, spec: ImageSpec, wanted: dict[str, tuple[str, ...
     results = []
     for platform, image in images:
         say(f"testing {ref}{' on ' + platform if platform else ''} ({', '.join(spec.tests)})")
-        res = run_suites(engine, ctx.matrix, spec, ref, ctx.state_dir(), image=image)
+        res = run_suites(engine, ctx.matrix, spec, ref, ctx.state_dir(), image=image, say=say)
         say(res.output_tail if not res.passed else f"  {counts(res.counts)} in {res.seconds:.1f} s")
         results.append(res)
     if index_id:  # the index's own record: passed when every platform passed

@@ -59,6 +59,8 @@ from tests.integration.harness import ROOT, six_project, with_default_signals
 from tests.integration.registryproc import ACCEPT, Registry
 
 STATE_BYTES = 256 * 1024**2
+# What a run says when the engine failed a check and its suites run again (run_suites).
+SUITE_RETRY = "no verdict on the image; the suites run again in a new container"
 SIGNING_PASSWORD = "stagecraft-faults"  # the suite's own throwaway key pair's password
 # The runtime stage's suite line, left out of the suite's project: its images are tested
 # with the base suite alone (10 checks, about 3 s), as a test phase in the faults' way
@@ -266,6 +268,10 @@ class Rig:
         self.control = self.work / "proxy.json"
         self.filler = self.state / ".fault-filler"
         self._readers: dict[int, tuple[list[threading.Thread], list[str]]] = {}  # pid -> readers, stdout
+        # Runs whose suites the engine failed to start a process for, run again by the
+        # product in a new container (stagecraft.testing.run_suites): counted, as the
+        # retry is what hides that engine fault from the trial's verdict.
+        self.suite_retries = 0
 
     # -- set-up ------------------------------------------------------------------
     def up(self) -> None:
@@ -480,6 +486,7 @@ class Rig:
                 r.join(timeout=30)
         run.out, run.err = "".join(out), "".join(ln + "\n" for _, ln in run.lines)
         run.rc, run.seconds = proc.returncode, time.monotonic() - t0
+        self.suite_retries += run.err.count(SUITE_RETRY)
         return run
 
     def run(self, *args: str, timeout: float | None = None) -> Run:

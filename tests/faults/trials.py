@@ -429,6 +429,7 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
     repository, aliases = rig.project.repository, rig.project.tags
     test = kind == "registry" or rng.random() < 0.35
     untidy = rig.tidy()
+    retries = rig.suite_retries
     marks = [("tidy", time.monotonic())]
     rig.change()
     before = rig.names()
@@ -538,6 +539,9 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
         out.notes += [f"stderr of {' '.join(r.argv[2:4])}: ...{r.err[-1500:]}" for r in runs]
         if failed:
             out.notes.append(f"suite cases that failed in the fault's runs:\n{failed}")
+    if rig.suite_retries > retries:
+        out.notes.append(f"the engine failed a suite check {rig.suite_retries - retries} time(s) in this "
+                         "trial's runs; the product ran those suites again in a new container")
     marks.append(("after", time.monotonic()))
     out.phases = {name: round(t - prev, 1) for (name, t), prev in zip(marks, [t0] + [t for _, t in marks[:-1]], strict=True)}
     out.seconds = round(time.monotonic() - t0, 1)

@@ -425,6 +425,84 @@ def test_an_engine_lost_mid_build_is_named(own_project, tmp_path):
     assert "Traceback" not in seen, seen[-2000:]
 
 
+# A stand-in `docker` CLI in front of the real one (testinfra's docker backend runs each
+# check's command with `docker exec`): for the containers MODE names it answers as an
+# engine that cannot start a process in them, runc's words and the CLI's exit 126
+# (tests/unit/test_suitecases.py), or as an image without the command ("image").
+_STAND_IN_DOCKER = r"""#!/bin/sh
+if [ "$1" = exec ]; then
+  mode=$(cat "$STAND_IN_STATE/mode")
+  [ -s "$STAND_IN_STATE/first" ] || printf %s "$2" > "$STAND_IN_STATE/first"
+  if [ "$mode" = always ] || { [ "$mode" = first ] && [ "$2" = "$(cat "$STAND_IN_STATE/first")" ]; }; then
+    echo "$2" >> "$STAND_IN_STATE/refused"
+    printf 'OCI runtime exec failed: exec failed: unable to start container process: waiting for init preliminary setup: read init-p: connection reset by peer: unknown\r\n'
+    exit 126
+  fi
+  case "$mode:$*" in image:*dpkg-query*)
+    printf 'OCI runtime exec failed: exec failed: unable to start container process: exec: "dpkg-query": executable file not found in $PATH: unknown\r\n'
+    exit 126;;
+  esac
+fi
+exec REAL "$@"
+"""
+
+
+def test_an_engine_that_cannot_exec_in_the_test_container_is_no_verdict(own_project, tmp_path):
+    """The engine failing to start the checks' processes in the test container (as the
+    fault suite met after an engine restart) is not the image failing its suites: the
+    suites run again in a new container, and where the engine fails them there too, the
+    run says so and writes no test record. An image that lacks a command still fails."""
+    import shutil
+
+    from stagecraft.testing import record_path
+
+    path, _ = own_project
+    state = tmp_path / "state"
+    built = run_cli("--matrix", str(path), "--tag", "1.16.0-cpu", "--state-dir", str(state), "--json",
+                    cwd=path.parent)
+    assert built.returncode == 0, built.stderr[-2000:]
+    image_id = json.loads(built.stdout)["images"][0]["image_id"]
+    bin_dir, stand_in = tmp_path / "bin", tmp_path / "stand-in"
+    bin_dir.mkdir()
+    stand_in.mkdir()
+    (bin_dir / "docker").write_text(_STAND_IN_DOCKER.replace("REAL", shutil.which("docker")))
+    (bin_dir / "docker").chmod(0o755)
+
+    def test_run(mode: str) -> subprocess.CompletedProcess:
+        for name in ("first", "refused"):
+            (stand_in / name).unlink(missing_ok=True)
+        (stand_in / "mode").write_text(mode)
+        record_path(state, image_id).unlink(missing_ok=True)
+        return subprocess.run([sys.executable, str(ROOT / "build.py"), "--matrix", str(path), "test",
+                               "--tag", "1.16.0-cpu", "--state-dir", str(state)],
+                              cwd=path.parent, capture_output=True, text=True, timeout=900,
+                              env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+                                   "STAND_IN_STATE": str(stand_in)})
+
+    once = test_run("first")
+    assert once.returncode == 0, once.stderr[-3000:]
+    assert (stand_in / "refused").read_text().split()[0] == (stand_in / "first").read_text()
+    assert "the engine could not start a process in the test container of 1.16.0-cpu" in once.stderr
+    assert "no verdict on the image; the suites run again in a new container" in once.stderr
+    assert json.loads(record_path(state, image_id).read_text())["passed"] is True
+
+    never = test_run("always")
+    assert never.returncode == 1, never.stderr[-3000:]
+    last = never.stderr.strip().splitlines()[-1]
+    assert "could not start a process in the test container of 1.16.0-cpu" in last and "in 2 containers" in last, last
+    assert "no test record was written" in last and "Traceback" not in never.stderr
+    assert not record_path(state, image_id).exists(), "a record for a run the engine failed"
+    assert len(set((stand_in / "refused").read_text().split())) == 2  # two containers
+
+    lacking = test_run("image")
+    assert lacking.returncode == 1, lacking.stderr[-3000:]
+    assert "run again" not in lacking.stderr
+    record = json.loads(record_path(state, image_id).read_text())
+    assert record["passed"] is False and record["counts"].get("failed", 0) >= 1
+    assert any(f.startswith("tests.image.test_base::test_declared_packages_are_installed: ")
+               and "executable file not found" in f for f in record["failures"]), record["failures"]
+
+
 def test_a_wheel_version_pypi_lacks_is_one_line_and_builds_nothing(project, client):
     """A CUDA stage pinning an NVIDIA wheel version PyPI does not have: exit 2 before any
     build, one line at the pin's matrix.yaml line naming the versions PyPI has (asked on

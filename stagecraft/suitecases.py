@@ -1,0 +1,72 @@
+"""What failed in a suite run, read from the JUnit report pytest wrote (``--junitxml``),
+and whether it was the engine, not the image, that failed it.
+
+testinfra's docker backend runs each check's command with ``docker exec``. When the
+engine cannot start a process in the test container, the Docker CLI prints the
+runtime's error and exits 126, and every check that ran a command at that moment fails
+with it: "OCI runtime exec failed: exec failed: unable to start container process:
+waiting for init preliminary setup: ..." (runc's exec handshake with the process it
+starts, libcontainer/process_linux.go). The fault suite met it on the first suite run
+after the engine's container was killed and started again (issue 24, seeds 20261382
+and 20261390). Such a failure says nothing about the image. Where the image's own
+command cannot be executed, the runtime names it (``exec: "/bin/sh": ...``): that is
+the image's failure and stays one.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+# A report of the largest suite set is about 100 kB; far more is not pytest's report.
+MAX_REPORT = 16 * 1024 * 1024
+# A failure's message is kept to this many characters (whitespace collapsed).
+MAX_MESSAGE = 2000
+
+_ENGINE_EXEC = re.compile(r"OCI runtime exec failed")
+# The runtime could not execute the image's own command: the image's failure.
+_IMAGE_EXEC = re.compile(r"""exec: \\*["']""")
+# testinfra's host parameter of a test id: ``test_x[docker://<container id>]``.
+_HOST_PARAM = re.compile(r"\[docker://[^\]]*\]$")
+
+
+@dataclass(frozen=True)
+class FailedCase:
+    """One test case that failed or erred: ``test`` as ``module::name`` (pytest's
+    classname and name) and its ``message`` (at most ``MAX_MESSAGE`` characters)."""
+
+    test: str
+    message: str
+
+
+def failed_cases(report: Path) -> list[FailedCase]:
+    """The cases of ``report`` (a JUnit XML) with a ``failure`` or ``error``, in order.
+    Raises OSError when it cannot be read, ValueError when it is over ``MAX_REPORT``
+    bytes or not XML."""
+    with open(report, "rb") as f:
+        data = f.read(MAX_REPORT + 1)
+    if len(data) > MAX_REPORT:
+        raise ValueError(f"{report}: over {MAX_REPORT} bytes, not a suite's report")
+    try:
+        root = ET.fromstring(data)
+    except ET.ParseError as exc:
+        raise ValueError(f"{report}: not XML ({exc})") from None
+    out = []
+    for case in root.iter("testcase"):
+        for bad in (*case.findall("failure"), *case.findall("error")):
+            # pytest's message attribute is the exception's line; the text, the whole
+            # traceback (the test's source among it), is read only where there is none.
+            text = " ".join((bad.get("message") or bad.text or "").split())
+            # The container's id testinfra puts in every test's id says nothing here.
+            name = _HOST_PARAM.sub("", case.get("name") or "?")
+            out.append(FailedCase(f"{case.get('classname') or '?'}::{name}", text[:MAX_MESSAGE]))
+    return out
+
+
+def engine_failed(case: FailedCase) -> bool:
+    """Whether ``case`` failed because the engine could not start a process in the
+    test container (module docstring), not because of the image."""
+    found = _ENGINE_EXEC.search(case.message)
+    return bool(found) and not _IMAGE_EXEC.search(case.message, found.end())
