@@ -14,9 +14,7 @@ import json
 import docker
 import pytest
 
-from stagecraft.platforms import host_platform
-from tests.integration import engines, platforms_build
-from tests.integration.harness import SPECS, buildable_here
+from tests.integration import engines, imagesets, platforms_build
 
 _BUILT: dict[str, dict[str, dict]] = {}
 
@@ -45,10 +43,38 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """The multi-platform image's emulated build starts now, in the background, when a
-    selected test needs it (``platforms_build``: why)."""
+    selected test needs it (``platforms_build``: why); so do the image sets of the
+    engines whose images a selected test needs (``imagesets``)."""
     if "modern" in engines.selected() and any(
             "platform_index" in getattr(item, "fixturenames", ()) for item in session.items):
         platforms_build.start()
+    imagesets.start(engines_needing_images(session.items))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Image set builds still queued or running stop with the session (``imagesets.stop``)."""
+    imagesets.stop()
+
+
+def engines_needing_images(items: list[pytest.Item]) -> list[str]:
+    """The engines, of those selected, whose image set a test of ``items`` needs: the
+    ``built`` fixture's (the host's), or ``engine_built``'s for its engine parameter."""
+    needed = []
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        callspec = getattr(item, "callspec", None)
+        if "built" in names:
+            needed.append("host")
+        if "engine_built" in names and callspec is not None and callspec.params.get("engine") in engines.ENGINES:
+            needed.append(callspec.params["engine"])
+    return [e for e in engines.selected() if e in needed]
+
+
+@pytest.fixture(autouse=True)
+def _image_sets_before_any_engine_test():
+    """No integration test runs while an image set still builds in the background
+    (``imagesets``): a test counting an engine's images would see them appear."""
+    imagesets.wait_all()
 
 
 def engine_pairs(tags: list[str]) -> list:
@@ -89,15 +115,10 @@ def build_on(engine: engines.TestEngine) -> dict[str, dict]:
     """Every buildable tag of matrix.yaml that ``engine`` builds, built once per session:
     tag -> {"ref", "image_id"}."""
     if engine.name not in _BUILT:
-        tags, _ = buildable_here()
-        by_tag = {s.tag: s for s in SPECS}
-        # The host's platform only: these suites run natively; the arm64 images are built
-        # and tested by test_platforms_emulated.py.
-        args = ["--json", "--jobs", "2", "--platform", host_platform()]
-        for tag in tags:
-            if engine.builds(by_tag[tag]):
-                args += ["--tag", tag]
-        proc = engine.cli(*args)
+        # Begun in the background at collection where a collected test needed it
+        # (imagesets); else now. The host's platform only: these suites run natively;
+        # the arm64 images are built and tested by test_platforms_emulated.py.
+        proc = imagesets.result(engine.name) or engine.cli(*imagesets.build_args(engine))
         assert proc.returncode == 0, f"build on the {engine.name} engine failed:\n{proc.stderr[-4000:]}"
         report = json.loads(proc.stdout)
         _BUILT[engine.name] = {i["tag"]: {"ref": i["ref"], "image_id": i["image_id"]}
