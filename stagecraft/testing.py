@@ -229,6 +229,7 @@ def run_suites(engine: Engine, matrix: Matrix, spec: ImageSpec, ref: str,
     sbom = write_sbom(engine, matrix, spec, ref, image_id, state_dir)
     t0 = time.monotonic()
     for attempt in range(1, ATTEMPTS + 1):
+        junit.unlink(missing_ok=True)  # what is read after the run is this run's report
         proc = _run_once(engine, matrix, spec, ref, image_id, platform, junit, sbom, extra_args)
         output = proc.stdout + proc.stderr
         if proc.returncode not in VERDICTS:

@@ -146,7 +146,12 @@ def suite_failures(state: Path, since: float, limit: int = 8) -> str:
             if st.st_size > MAX_REPORT:
                 lines.append(f"{path.name}: {st.st_size} bytes, not read")
                 continue
-            root = ET.fromstring(path.read_bytes())
+            with open(path, "rb") as f:
+                data = f.read(MAX_REPORT + 1)
+            if len(data) > MAX_REPORT:  # grew since its size was read
+                lines.append(f"{path.name}: over {MAX_REPORT} bytes, not read")
+                continue
+            root = ET.fromstring(data)
         except (OSError, ET.ParseError) as exc:
             lines.append(f"{path.name}: {exc}")
             continue
@@ -540,8 +545,9 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
         if failed:
             out.notes.append(f"suite cases that failed in the fault's runs:\n{failed}")
     if rig.suite_retries > retries:
-        out.notes.append(f"the engine failed a suite check {rig.suite_retries - retries} time(s) in this "
-                         "trial's runs; the product ran those suites again in a new container")
+        out.notes.append(f"the engine failed a suite check in {rig.suite_retries - retries} suite run(s) of "
+                         "this trial's runs, each of which said it would run those suites again in a new "
+                         "container")
     marks.append(("after", time.monotonic()))
     out.phases = {name: round(t - prev, 1) for (name, t), prev in zip(marks, [t0] + [t for _, t in marks[:-1]], strict=True)}
     out.seconds = round(time.monotonic() - t0, 1)

@@ -44,7 +44,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """The multi-platform image's emulated build starts now, in the background, when a
     selected test needs it (``platforms_build``: why); so do the image sets of the
-    engines whose images a selected test needs (``imagesets``)."""
+    engines whose images a selected test needs (``imagesets``). ``--collect-only``
+    starts nothing."""
+    if session.config.option.collectonly:
+        return
     if "modern" in engines.selected() and any(
             "platform_index" in getattr(item, "fixturenames", ()) for item in session.items):
         platforms_build.start()

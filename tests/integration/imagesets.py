@@ -19,20 +19,17 @@ build started later on another thread would inherit.
 
 from __future__ import annotations
 
-import signal
-import subprocess
 import sys
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from subprocess import CompletedProcess
 
 from stagecraft.platforms import host_platform
-from tests.integration import engines
+from tests.integration import background, engines
 
 TIMEOUT_S = 3600
 _LOCK = threading.Lock()
 _FUTURES: dict[str, Future] = {}
-_RUNNING: set[subprocess.Popen] = set()
 # One build at a time, the host's first (the order the tests asked for them before):
 # what is won is the unit tests' minutes, not two engines' builds on two cores at once.
 _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="image-set")
@@ -69,24 +66,7 @@ def start(names: list[str]) -> None:
                 _FUTURES[name] = failed
                 continue
             argv = [sys.executable, str(engines.ROOT / "build.py"), *build_args(engine)]
-            _FUTURES[name] = _POOL.submit(_run, argv, engine.environ())
-
-
-def _run(argv: list[str], env: dict[str, str]) -> CompletedProcess:
-    """``argv`` to its end (killed past ``TIMEOUT_S``: subprocess.TimeoutExpired), its
-    process kept where ``stop_running`` finds it."""
-    with subprocess.Popen(argv, cwd=engines.ROOT, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True) as proc:
-        _RUNNING.add(proc)
-        try:
-            out, err = proc.communicate(timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            raise
-        finally:
-            _RUNNING.discard(proc)
-    return CompletedProcess(argv, proc.returncode, out, err)
+            _FUTURES[name] = _POOL.submit(background.run, argv, engine.environ(), engines.ROOT, TIMEOUT_S)
 
 
 def result(name: str) -> CompletedProcess | None:
@@ -113,10 +93,7 @@ def wait_all() -> None:
 def stop() -> None:
     """The session ends: builds not begun are not begun, and one that still runs (a
     session ended before any integration test waited for it: ``-x`` in the unit tests,
-    an interrupt) is interrupted as Ctrl-C would (SIGINT; stagecraft moves no name and
-    leaves its stages to the next run), so the interpreter's exit does not wait up to
-    ``TIMEOUT_S`` for it."""
+    an interrupt) is interrupted (``background.stop_all``), so the interpreter's exit
+    does not wait up to ``TIMEOUT_S`` for it."""
     _POOL.shutdown(wait=False, cancel_futures=True)
-    for proc in list(_RUNNING):
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
+    background.stop_all()

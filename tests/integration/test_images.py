@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
 from stagecraft.platforms import host_platform
+from tests.integration import background
 from tests.integration.conftest import engine_pairs
-from tests.integration.harness import SPECS, buildable_here
+from tests.integration.harness import ROOT, SPECS, buildable_here
 
 TAGS, SKIPPED = buildable_here()
 # Two by default (this project's machines have two cores); STAGECRAFT_SUITES_AT_ONCE=1
@@ -32,9 +34,10 @@ _POOLS: list[ThreadPoolExecutor] = []
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _no_queued_suites_after_the_module():
+def _no_suites_after_the_module():
     """Runs still queued when the module ends (an interrupted or stopped session) are
-    cancelled: they would otherwise run to their end before the interpreter exits."""
+    cancelled, and one still running is interrupted (``background.stop_all``, as the
+    session's end does too): the interpreter's exit would otherwise wait for them."""
     yield
     for pool in _POOLS:
         pool.shutdown(wait=False, cancel_futures=True)
@@ -50,7 +53,8 @@ def _suite_run(request: pytest.FixtureRequest, engine, tag: str) -> subprocess.C
                     and item.callspec.params.get("engine") == engine.name
                     and item.callspec.params["tag"] not in SKIPPED]
             pool = ThreadPoolExecutor(max_workers=SUITES_AT_ONCE, thread_name_prefix=f"suites-{engine.name}")
-            _RUNS[engine.name] = {t: pool.submit(engine.cli, "test", "--tag", t, timeout=1800)
+            argv = [sys.executable, str(ROOT / "build.py"), "test", "--tag"]
+            _RUNS[engine.name] = {t: pool.submit(background.run, [*argv, t], engine.environ(), ROOT, 1800)
                                   for t in dict.fromkeys(tags)}
             _POOLS.append(pool)
         run = _RUNS[engine.name].get(tag)

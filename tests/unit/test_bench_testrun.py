@@ -109,3 +109,22 @@ def test_cpu_counters_are_read_bounded_and_only_from_the_cpu_line(tmp_path):
         assert cpu_ticks(str(stat)) == [], text[:40]
     assert cpu_ticks(str(tmp_path / "missing")) == []
     assert len(cpu_ticks()) == 8  # this machine's own
+
+
+def test_a_timeline_that_cannot_be_written_warns_and_never_stops_the_run(tmp_path):
+    """/dev/full: every write fails with ENOSPC (a full disk); the timeline warns once,
+    ends, and raises nothing, its close included."""
+    import warnings
+    from pathlib import Path
+
+    from tests.cputimeline import Timeline
+
+    timeline = Timeline(Path("/dev/full"))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        timeline.session("start")
+        timeline.test_start("a.py::t")
+        timeline.test_end("a.py::t")
+        timeline.session("end")
+        timeline.close()
+    assert len(seen) == 1 and "no more lines" in str(seen[0].message)

@@ -91,7 +91,22 @@ def test_the_engines_words_after_the_images_own_do_not_count():
 
 
 def test_testinfras_host_parameter_leaves_the_test_id(tmp_path):
-    junit = _report(tmp_path, "import pytest\n@pytest.mark.parametrize('host', ['docker://0123abcd'])\n"
+    junit = _report(tmp_path, "import pytest\n@pytest.mark.parametrize('host', ['docker://' + '0123abcd' * 8])\n"
                               "def test_pkgs(host):\n    assert False, 'python3 missing'\n"
                               "@pytest.mark.parametrize('v', ['a'])\ndef test_kept(v):\n    assert False\n")
     assert [c.test for c in failed_cases(junit)] == ["test_suite::test_pkgs", "test_suite::test_kept[a]"]
+
+
+def test_runc_naming_the_images_command_unquoted_is_the_images_failure():
+    """runc's execve failures name the command unquoted: a missing loader, a binary of
+    another architecture, a file without the execute bit are the image's."""
+    for said in ("exec /bin/sh: exec format error", "exec /bin/sh: no such file or directory",
+                 "exec /usr/bin/python3: permission denied"):
+        msg = f"AssertionError: OCI runtime exec failed: exec failed: unable to start container process: {said}: unknown"
+        assert not engine_failed(FailedCase("t", msg)), said
+
+
+def test_the_host_parameter_goes_first_among_others_too(tmp_path):
+    junit = _report(tmp_path, "import pytest\n@pytest.mark.parametrize('host', ['docker://0123456789abcdef-python3'])\n"
+                              "def test_cmd(host):\n    assert False\n")
+    assert [c.test for c in failed_cases(junit)] == ["test_suite::test_cmd[python3]"]
