@@ -55,7 +55,8 @@ def table(outcomes: list[dict]) -> str:
 def where(met: str) -> str:
     """The part of a run a fault fell in, from the last line it had said before
     (``Outcome.met``): ``stage runtime`` (a stage's build: its "[n/N] runtime@key" line
-    or one of its steps), ``push``, ``tagging``, ``base``; else the line's first word,
+    or one of its steps), ``push``, ``after the push`` (its summary said), ``planning``
+    (the run's first line said), ``tagging``, ``base``; else the line's first word,
     numbers as N."""
     line = met.strip()
     if not line or line == "(nothing said yet)":
@@ -64,6 +65,10 @@ def where(met: str) -> str:
         return f"stage {m.group(1)}"
     if line.startswith(("pushing ", "alias ", "index ")) or re.match(r"sha256:[0-9a-f]+ verified", line):
         return "push"
+    if re.match(r"\d+/\d+ image\(s\) pushed", line):  # the push's summary: the run's end
+        return "after the push"
+    if line.startswith("stagecraft: "):  # the plan's first line
+        return "planning"
     words = re.sub(r"\d+", "N", line).split()
     return words[0]
 

@@ -67,6 +67,8 @@ def test_where_a_fault_fell_is_named_from_the_last_line_said():
     assert where("tagging r/six:1.16.0 and its alias") == "tagging"
     assert where("(nothing said yet)") == where("") == "(nothing said yet)"
     assert where("12 passed in 3.1s") == "N"
+    assert where("1/1 image(s) pushed and verified in 0.4 s; run manifest /s/runs/x.json") == "after the push"
+    assert where("stagecraft: 1 image(s), 3 stage(s); BuildKit via docker 26.1.5") == "planning"
 
 
 def test_where_table_counts_struck_faults_and_is_empty_for_old_lines():
