@@ -130,11 +130,12 @@ MAX_REPORT = 1024 * 1024
 def suite_failures(state: Path, since: float, limit: int = 8) -> str:
     """What failed in the suite runs whose JUnit reports (``state``/test-reports/*.xml,
     written by stagecraft.testing.run_suites) changed after ``since`` (epoch s): one
-    line per failed or erring test case, ``classname::name: message`` (its first 300
-    characters), at most ``limit`` lines; "" when none. A run's stderr says only the
-    counts ("1 failed, 9 passed"), and the next run overwrites the report. A report
-    larger than ``MAX_REPORT`` bytes, or not XML, is named, not read."""
-    import xml.etree.ElementTree as ET
+    line per failed or erring test case (``stagecraft.suitecases.failed_cases``), ``FILE
+    module::name: message`` (its first 300 characters), at most ``limit`` lines; ""
+    when none. A run's stderr says only the counts ("1 failed, 9 passed"), and the next
+    run overwrites the report. A report larger than ``MAX_REPORT`` bytes, or not XML,
+    is named, not read."""
+    from stagecraft.suitecases import failed_cases
 
     lines = []
     reports = state / "test-reports"
@@ -146,19 +147,11 @@ def suite_failures(state: Path, since: float, limit: int = 8) -> str:
             if st.st_size > MAX_REPORT:
                 lines.append(f"{path.name}: {st.st_size} bytes, not read")
                 continue
-            with open(path, "rb") as f:
-                data = f.read(MAX_REPORT + 1)
-            if len(data) > MAX_REPORT:  # grew since its size was read
-                lines.append(f"{path.name}: over {MAX_REPORT} bytes, not read")
-                continue
-            root = ET.fromstring(data)
-        except (OSError, ET.ParseError) as exc:
+            cases = failed_cases(path)
+        except (OSError, ValueError) as exc:
             lines.append(f"{path.name}: {exc}")
             continue
-        for case in root.iter("testcase"):
-            for bad in [*case.findall("failure"), *case.findall("error")]:
-                said = " ".join((bad.get("message") or bad.text or "").split())
-                lines.append(f"{path.name} {case.get('classname')}::{case.get('name')}: {said[:300]}")
+        lines += [f"{path.name} {c.test}: {c.message[:300]}" for c in cases]
     return "\n".join(lines[:limit])
 
 
