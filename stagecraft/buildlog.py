@@ -160,29 +160,56 @@ _NO_SPACE = re.compile(r"no space left on device|disk quota exceeded", re.I)
 # successfully: exit code: 1'. A reason longer than REASON_CHARS keeps its start and its
 # end, where that cause is (safetext.cut_middle).
 REASON_CHARS = 300
+# Python's tempfile raises FileNotFoundError "No usable temporary directory found in
+# [...]" when it can write a test file in none of the places it tries (TMPDIR, /tmp,
+# /var/tmp, /usr/tmp, the working directory), and the OSError under it (ENOSPC, EROFS)
+# is never printed (CPython Lib/tempfile.py, ``_get_default_tempdir``). In a build step
+# every one of them is on the engine's storage: ensurepip said only this when the engine's
+# disk filled during a venv's creation (the fault suite, seed 20261392, issue 24).
+_NO_TEMP_DIR = re.compile(r"No usable temporary directory found in (.*)$")
+# The first line of a Python traceback; its exception is its first unindented line after
+# it (the "  File ..." lines and their source lines are indented).
+_TRACEBACK = "Traceback (most recent call last):"
 
 
 def failure_reason(lines: list[str]) -> str:
     """The most telling line of a failed build's plain-progress output: a full disk
-    wherever a line says so, else the last error line printed by the failing step itself
-    (pip's, apt's), else BuildKit's own error, without the step prefix; at most
-    ``REASON_CHARS`` characters, a longer line's middle left out."""
+    wherever a line says so (or Python's tempfile found no directory it could write in),
+    else the last error line printed by the failing step itself (pip's, apt's; a Python
+    traceback's exception line, not its first), else BuildKit's own error, without the
+    step prefix; at most ``REASON_CHARS`` characters, a longer line's middle left out."""
     full = next((ln for ln in reversed(lines) if _NO_SPACE.search(ln)), None)
     if full is not None:  # the cause under whatever the step printed first (compileall's, ...)
         return (f"no space left on device during the build (the engine's storage, most often) "
                 f"({cut_middle(full.strip(), 200)}); free space (build.py prune, docker system prune) and run again")
     out = [m.group(1) for m in map(_STEP_OUTPUT.match, lines) if m]
+    no_temp = next((m for m in map(_NO_TEMP_DIR.search, reversed(out)) if m), None)
+    if no_temp is not None:
+        return (f"no usable temporary directory in the build step: Python could write a file in "
+                f"none of {cut_middle(no_temp.group(1).strip(), 120)} (the engine's storage full, "
+                f"most often); free space (build.py prune, docker system prune) and run again")
     mismatch = _pip_hash_mismatch(out) or _pip_unreachable(out)
     if mismatch:
         return mismatch
     ours = [ln.strip() for ln in out if ln.lstrip().startswith("stagecraft: ")]
     if ours:  # a check of our own templates said what failed (a locked hash or version)
         return ours[-1][:300]
-    own = [ln for ln in out if _STEP_ERROR.search(ln)]
+    own = [i for i, ln in enumerate(out) if _STEP_ERROR.search(ln)]
     if own:
-        return cut_middle(own[-1].strip(), REASON_CHARS)
+        return cut_middle(_error_text(out, own[-1]), REASON_CHARS)
     kit = [ln for ln in lines if "ERROR" in ln or "error" in ln]
     return cut_middle((kit[-1] if kit else lines[-1] if lines else "no output").strip(), REASON_CHARS)
+
+
+def _error_text(out: list[str], at: int) -> str:
+    """The step's error line ``out[at]``, stripped; for a Python traceback's first line,
+    its exception line instead (the traceback's first unindented line after it), or a
+    sentence saying the output ends inside the traceback."""
+    text = out[at].strip()
+    if not text.startswith(_TRACEBACK):
+        return text
+    exc = next((ln.strip() for ln in out[at + 1:] if ln[:1] not in ("", " ", "\t")), None)
+    return exc or "a Python traceback whose exception line never came (the output ends inside it)"
 
 
 # BuildKit runs a step that two builds ask for at once as one, with one build's session

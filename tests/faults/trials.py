@@ -459,7 +459,10 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
     out.violations += check_names(rig, before, tested=test, deferred=deferred)
     out.violations += check_state(rig, started)
     out.violations += [f"registry: {m}" for m in rig.missing_blobs()]
-    out.violations += check_message(kind, runs)
+    unsaid = check_message(kind, runs)
+    out.violations += unsaid
+    if unsaid:  # what the failed step printed, for the diagnosis (gone with the state dir)
+        out.notes += [f"stage logs of the faulted run:\n{tails}" for tails in map(log_tails, (r.err for r in runs)) if tails]
     out.notes += ["SIGINT inside the Python interpreter's start: its own traceback, nothing begun"
                   for r in runs if interpreter_start(r)]
     marks.append(("checks", time.monotonic()))

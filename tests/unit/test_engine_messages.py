@@ -5,9 +5,12 @@ from __future__ import annotations
 import http.server
 import re
 import threading
+from pathlib import Path
 
 from stagecraft.buildlog import failure_reason
 from stagecraft.preflight import index_reachable
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 PIP_FAILURE = """\
 #5 [2/6] RUN --mount=type=secret,id=pip-ca,required=false pip install ...
@@ -143,3 +146,26 @@ def test_venvs_are_made_so_that_ensurepip_says_why_it_failed():
         made += len(calls)
         assert text.count("-m ensurepip --upgrade --default-pip") == len(calls), spec.tag
     assert made >= len(CASES)
+
+
+def test_a_python_traceback_gives_its_exception_not_its_first_line():
+    """The fault suite's full engine disk during the runtime stage's venv step (seed
+    20261392, issue 24) ended "build failed (exit 1): Traceback (most recent call last):":
+    ensurepip's tempfile found no directory it could write in, and its exception line
+    names no full disk and matches no error word."""
+    lines = (FIXTURES / "buildlogs" / "ensurepip-no-temp-dir.log").read_text().splitlines()
+    reason = failure_reason(lines)
+    assert reason.startswith("no usable temporary directory in the build step: Python could write a "
+                             "file in none of ['/tmp', '/var/tmp', '/usr/tmp', '/'] (the engine's storage full"), reason
+    assert reason.endswith("docker system prune) and run again")
+    # Any other traceback: its exception line, also when it matches no error word.
+    tb = ["#7 [stage 2/3] RUN python3 -c ...", "#7 0.52 Traceback (most recent call last):",
+          '#7 0.52   File "<string>", line 1, in <module>', "#7 0.52     import paddle",
+          "#7 0.52 ", "#7 0.52 ModuleNotFoundError: No module named 'paddle'",
+          "#7 ERROR: process did not complete successfully: exit code: 1"]
+    assert failure_reason(tb) == "ModuleNotFoundError: No module named 'paddle'"
+    # A later error word in the step's output still wins over an earlier traceback.
+    assert failure_reason(tb[:-1] + ["#7 0.60 ERROR: the check failed", tb[-1]]) == "ERROR: the check failed"
+    # Output that ends inside a traceback says so, never quoting its first line.
+    cut = failure_reason(tb[:4] + [tb[-1]])
+    assert cut == "a Python traceback whose exception line never came (the output ends inside it)"
