@@ -56,7 +56,8 @@ def where(met: str) -> str:
     """The part of a run a fault fell in, from the last line it had said before
     (``Outcome.met``): ``stage runtime`` (a stage's build: its "[n/N] runtime@key" line
     or one of its steps), ``push``, ``after the push`` (its summary said), ``planning``
-    (the run's first line said), ``tagging``, ``base``; else the line's first word,
+    (the run's first line said), ``tagging``, ``base bootstrap`` (debootstrap or the
+    import of its root file system), ``base``; else the line's first word,
     numbers as N."""
     line = met.strip()
     if not line or line == "(nothing said yet)":
@@ -69,6 +70,8 @@ def where(met: str) -> str:
         return "after the push"
     if line.startswith("stagecraft: "):  # the plan's first line
         return "planning"
+    if re.match(r"base [\w.-]+: debootstrap ", line):  # a cold base: debootstrap, then its import
+        return "base bootstrap"
     words = re.sub(r"\d+", "N", line).split()
     return words[0]
 
@@ -95,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--project", choices=sorted(PROJECTS), default="six",
                     help="six (default: the small matrix, every phase) or real (2.6.2-cpu of this "
                          "checkout's matrix: the slow paths); each on an engine of its own")
+    ap.add_argument("--cold-base", type=float, default=0.1, metavar="SHARE",
+                    help="the share of trials (but the registry kind's) that start from a cold base: "
+                         "the bootstrapped base and the base stage removed, the fault drawn over the "
+                         "bootstrap too (default 0.1; 0 skips the cold calibration run)")
     ap.add_argument("--minutes", type=float, default=0, help="stop starting trials after this many minutes")
     ap.add_argument("--table", type=Path, nargs="+", metavar="JSONL",
                     help="print the table of these runs' JSON lines (one seed per file or many) and exit; "
@@ -116,8 +123,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     kinds = [k for k in args.kinds.split(",") if k]
     unknown = [k for k in kinds if k not in KINDS]
-    if unknown or args.faults < 1:
-        print(f"faults: --kinds {unknown} unknown (known: {', '.join(KINDS)}) or --faults < 1",
+    if unknown or args.faults < 1 or not 0 <= args.cold_base <= 1:
+        print(f"faults: --kinds {unknown} unknown (known: {', '.join(KINDS)}), --faults < 1 or "
+              "--cold-base outside 0..1",
               file=sys.stderr)
         return 2
     # A SIGTERM (or a SIGINT a background start ignored) still takes the rig down: the
@@ -136,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     t_end = time.monotonic() + args.minutes * 60 if args.minutes else None
     try:
         t_cal = time.monotonic()
-        cal = calibrate(rig)
+        cal = calibrate(rig, cold=args.cold_base > 0)
         print(f"faults: undisturbed runs: {', '.join(f'{k} {v:.1f}s' for k, v in cal.items())} "
               f"(set-up {t_cal - t_up:.0f}s, calibration {time.monotonic() - t_cal:.0f}s)", flush=True)
         with open(args.out, "a") as out:
@@ -145,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"faults: --minutes {args.minutes} reached after {i} trial(s)", flush=True)
                     break
                 kind = kinds[i % len(kinds)]
-                o = trial(rig, i, kind, rng, cal).to_json()
+                o = trial(rig, i, kind, rng, cal, args.cold_base).to_json()
                 o["seed"], o["project"] = seed, args.project
                 outcomes.append(o)
                 out.write(json.dumps(o) + "\n")

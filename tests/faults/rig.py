@@ -59,6 +59,8 @@ from tests.integration.harness import ROOT, six_project, with_default_signals
 from tests.integration.registryproc import ACCEPT, Registry
 
 STATE_BYTES = 256 * 1024**2
+# The names of what a cold base trial removes: the bootstrapped bases and the base stages.
+BASE_NAMES = ("stagecraft-base/", "stagecraft-stage/base:")
 # What a run says when the engine failed a check and its suites run again (run_suites).
 SUITE_RETRY = "no verdict on the image; the suites run again in a new container"
 SIGNING_PASSWORD = "stagecraft-faults"  # the suite's own throwaway key pair's password
@@ -560,6 +562,20 @@ class Rig:
     def images(self) -> set[str]:
         """Every image id the engine holds (named or not)."""
         return {i.id for i in self.client.images.list(all=True)}
+
+    def base_images(self) -> dict[str, str]:
+        """Each name of a bootstrapped base (``stagecraft-base/...``, bases.py) or of a
+        base stage (``stagecraft-stage/base:...``, plan.py) -> its image id."""
+        return {t: i.id for i in self.client.images.list() for t in i.tags if t.startswith(BASE_NAMES)}
+
+    def drop_base(self) -> int:
+        """Remove every name ``base_images`` lists, so that the next run bootstraps its
+        base (debootstrap, the import) and builds the base stage again: a cold base.
+        Returns how many names went. Raises docker.errors.DockerException."""
+        names = sorted(self.base_images())
+        for name in names:
+            self.client.images.remove(name, force=True)
+        return len(names)
 
     def state_temps(self) -> list[str]:
         """Temporary files of an atomic write left in the state directory

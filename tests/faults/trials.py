@@ -155,13 +155,14 @@ def suite_failures(state: Path, since: float, limit: int = 8) -> str:
     return "\n".join(lines[:limit])
 
 
-def calibrate(rig: Rig) -> dict[str, float]:
+def calibrate(rig: Rig, cold: bool = False) -> dict[str, float]:
     """Seconds of an undisturbed run of each command shape on fresh content (the range
     over which instants are drawn); raises AssertionError when one fails. After the
     warm-up: ``build`` (no tests); ``push`` (``--test --push``), whose first push line
     marks the end of its build, suites and tag phase: the ``test`` shape's span; and
     ``push only`` (``push`` of an image built and tested just before, untimed), the span
-    of the registry kind's kill."""
+    of the registry kind's kill. With ``cold``, also ``base``: the seconds a build from a
+    cold base (``Rig.drop_base``: debootstrap, import, base stage) takes beyond ``build``."""
     first = next(iter(rig.project.tags))
     # What an earlier suite run left goes first: the real project's calibration filled
     # its 12 GB data root on top of a stopped run's images (seed 20261374).
@@ -183,7 +184,15 @@ def calibrate(rig: Rig) -> dict[str, float]:
     alone = rig.run("push", "--tag", first, "--registry", rig.push_to)
     assert pre.rc == 0 and alone.rc == 0, (f"calibration run (push only) failed:\n{(pre.err + alone.err)[-3000:]}\n"
                                            f"{suite_failures(rig.state, since)}")
-    return {"build": build.seconds, "test": tested, "push": push.seconds, "push only": alone.seconds}
+    cal = {"build": build.seconds, "test": tested, "push": push.seconds, "push only": alone.seconds}
+    if cold:
+        rig.change()
+        rig.drop_base()
+        first_cold = rig.run(*command(first, False, rig, test=False))
+        assert first_cold.rc == 0, (f"calibration run (cold base) failed:\n{first_cold.err[-3000:]}\n"
+                                    f"{log_tails(first_cold.err)}")
+        cal["base"] = max(0.0, first_cold.seconds - build.seconds)
+    return cal
 
 
 def _wait_then(proc: subprocess.Popen, delay: float) -> bool:
@@ -420,23 +429,34 @@ def check_message(kind: str, runs: list[Run]) -> list[str]:
     return bad
 
 
-def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, float]) -> Outcome:
-    """One trial of ``kind`` (module docstring): returns its outcome."""
+def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, float],
+          cold_share: float = 0.0) -> Outcome:
+    """One trial of ``kind`` (module docstring): returns its outcome. With probability
+    ``cold_share`` (not for the registry kind, whose fault meets a push), a cold base
+    trial: the base removed first (``Rig.drop_base``), and the instants drawn over the
+    longer run (``cal["base"]`` s more), so most fall in the bootstrap and the base stage."""
     t0 = time.monotonic()
     tag = rng.choice(sorted(rig.project.tags))
     repository, aliases = rig.project.repository, rig.project.tags
     test = kind == "registry" or rng.random() < 0.35
+    cold = kind != "registry" and rng.random() < cold_share
     untidy = rig.tidy()
     retries = rig.suite_retries
     marks = [("tidy", time.monotonic())]
     rig.change()
+    if cold:
+        rig.drop_base()
+        cal = {shape: span + cal["base"] for shape, span in cal.items()}
     before = rig.names()
     images_before = rig.images()
     started = time.time() - 1  # file times have a coarse clock on some file systems
     containers_before, dirs_before = set(rig.containers()), set(rig.scratch_dirs())
     temps_before = set(rig.state_temps())
     variant, instant, runs = INJECT[kind](rig, rng, cal, tag, test)
+    variant += " (cold base)" if cold else ""
     marks.append(("fault", time.monotonic()))
+    # Built again by the recovery run only where no run of the fault completed it.
+    base_whole = not cold or any(n.startswith("stagecraft-stage/base:") for n in rig.base_images())
     failed = suite_failures(rig.state, started)  # read now: the recovery run's suites overwrite it
     variant += "" if test or kind == "registry" else " (no --test)"
     out = Outcome(index, kind, variant, round(instant, 3), tag,
@@ -487,7 +507,7 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
         stages = list(stages.values()) if isinstance(stages, dict) else stages
         expected |= {v.get("image_id") for v in stages} | {i.get("image_id") for i in report.get("images", [])}
         rebuilt = [v.get("stage") for v in stages if v.get("stage") == "base" and v.get("status") == "built"]
-        if rebuilt:  # only the runtime stage (and its label stage) had new content
+        if rebuilt and base_whole:  # only the runtime stage (and its label stage) had new content
             out.violations.append("recovery built the base stage again: a complete stage was not reused")
     if push and out.recovery_rc == 0:  # what was pushed is signed and attested whole
         for t in tags:
@@ -497,6 +517,8 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
                 out.violations.append(f"after recovery {t} does not verify (exit {v.rc}): "
                                       f"{'; '.join(said[-3:])[:300]}")
     marks.append(("recovery", time.monotonic()))
+    if cold:  # the base the recovery run bootstrapped (or a run of the fault did)
+        expected |= set(rig.base_images().values())
     after = rig.names()
     for t, image_id in recovered.items():  # the names at what the recovery run made, whole
         for ref in (f"{repository}:{t}", f"{repository}:{aliases[t]}"):

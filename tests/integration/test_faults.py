@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.docker]
 def test_one_fault_of_each_kind_breaks_no_invariant(tmp_path):
     seed = os.environ.get("STAGECRAFT_FAULT_SEED") or str(int(time.time()))
     out = tmp_path / "faults.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "tests.faults", "--faults", "5", "--seed", seed,
+    proc = subprocess.run([sys.executable, "-m", "tests.faults", "--faults", "5", "--seed", seed, "--cold-base", "0",
                            "--out", str(out), "--work", str(tmp_path / "work")],
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     print(proc.stdout)

@@ -69,6 +69,15 @@ def test_where_a_fault_fell_is_named_from_the_last_line_said():
     assert where("12 passed in 3.1s") == "N"
     assert where("1/1 image(s) pushed and verified in 0.4 s; run manifest /s/runs/x.json") == "after the push"
     assert where("stagecraft: 1 image(s), 3 stage(s); BuildKit via docker 26.1.5") == "planning"
+    # A cold base trial's fault during debootstrap or its import (bases.py's line).
+    assert where("base deb12: debootstrap minbase bookworm (amd64) from http://deb.debian.org/debian") \
+        == "base bootstrap"
+    assert where("base deb12: imported as stagecraft-base/debian:bookworm-amd64-0123") == "base"
+
+
+def test_a_cold_base_share_outside_0_to_1_is_refused_before_anything_starts(capsys):
+    assert main(["--cold-base", "1.5", "--faults", "1"]) == 2
+    assert "--cold-base outside 0..1" in capsys.readouterr().err
 
 
 def test_where_table_counts_struck_faults_and_is_empty_for_old_lines():
