@@ -13,13 +13,14 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import cache, tagrecovery
+from . import cache, runlocks, tagrecovery
 from .basecache import share_base, take_base
-from .bases import ensure_base
+from .bases import BaseImage, ensure_base
 from .buildreport import BuildReport, ImageResult
 from .cabundle import SECRET_ID, CABundle
 from .engine import Engine
@@ -31,6 +32,8 @@ from .tagging import TagJournal, apply_tags
 
 # Under the state directory: BuildKit's SLSA provenance of each image, by manifest digest.
 PROVENANCE_DIR = "provenance"
+# Under the state directory: the locks bootstrapped bases are made under (runlocks.py).
+BASE_LOCKS = "bases"
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,7 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
     if opts.state_dir.is_dir():  # a run that died inside its tag phase: its names first
         tagrecovery.recover_now(engine, opts.state_dir, engine_key, say)
     cache_to = _usable_cache_to(opts, warn)
-    _ensure_bases(engine, plan, opts.cache_from, cache_to, say, warn)
+    _ensure_bases(engine, plan, opts.cache_from, cache_to, say, warn, (opts.state_dir / BASE_LOCKS, engine_key))
     build_args = proxy_args()
     # BuildKit's provenance records the build arguments; proxy settings may carry
     # credentials, so a run that passes them keeps no provenance.
@@ -120,6 +123,22 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
     return report
 
 
+@contextmanager
+def _base_lock(base: BaseImage, locks: tuple[Path, str] | None, say: Callable[[str], None]) -> Iterator[None]:
+    """The lock a bootstrapped ``base`` is made under (``_ensure_bases``), or none: a
+    pulled base (the same digest gives the same image), no ``locks``, or a lock file that
+    cannot be made."""
+    with ExitStack() as stack:
+        if base.source == "bootstrap" and locks is not None:
+            path = runlocks.lock_path(locks[0], locks[1], base.ref)
+            try:
+                stack.enter_context(runlocks.held(
+                    path, f"base {base.name}: waiting for another run that is making it ({path})", say))
+            except OSError:
+                pass  # made without it
+        yield
+
+
 def _usable_cache_to(opts: BuildOptions, warn: Callable[[str], None]) -> cache.CacheSpec | None:
     """``opts.cache_to``, or None when a local cache directory cannot be made (warned).
     The caller has checked it against the engine (see ``BuildOptions``)."""
@@ -135,16 +154,21 @@ def _usable_cache_to(opts: BuildOptions, warn: Callable[[str], None]) -> cache.C
 
 def _ensure_bases(engine: Engine, plan: Plan, cache_from: cache.CacheSpec | None,
                   cache_to: cache.CacheSpec | None, say: Callable[[str], None],
-                  warn: Callable[[str], None]) -> None:
+                  warn: Callable[[str], None], locks: tuple[Path, str] | None = None) -> None:
     """Every base of ``plan`` in the engine: taken from ``cache_from`` where it is not
     there yet, else pulled or made (``ensure_base``), then shared through ``cache_to``.
+    ``locks`` (a folder, the engine's identity): a bootstrapped base is looked for and
+    made under a lock of that folder (runlocks.py), so that a second run on the engine
+    waits for the first one's bootstrap and reuses it; where the lock file cannot be
+    made (a full or read-only state directory), the base is made without it.
     Raises ``InputError``/``BuildError`` from ``ensure_base``."""
     for base in plan.bases:
-        if cache_from is not None and engine.image_id(base.ref) is None:
-            why = take_base(engine, base, cache_from, say)
-            if why and base.source == "bootstrap":
-                say(f"base {base.name}: not taken from the cache ({why}); making it here")
-        ensure_base(engine, base, say)
+        with _base_lock(base, locks, say):
+            if cache_from is not None and engine.image_id(base.ref) is None:
+                why = take_base(engine, base, cache_from, say)
+                if why and base.source == "bootstrap":
+                    say(f"base {base.name}: not taken from the cache ({why}); making it here")
+            ensure_base(engine, base, say)
         if cache_to is not None:
             why = share_base(engine, base, cache_to, say)
             if why:

@@ -147,7 +147,7 @@ def step_started(line: str) -> str | None:
     return None
 
 
-_STEP_OUTPUT = re.compile(r"^#\d+ \d+\.\d+ (.*)$")
+_STEP_OUTPUT = re.compile(r"^#(\d+) \d+\.\d+ (.*)$")
 _STEP_ERROR = re.compile(r"(^|\b)(ERROR|Error|error|E:|fatal|Traceback)\b")
 
 
@@ -182,7 +182,8 @@ def failure_reason(lines: list[str]) -> str:
     if full is not None:  # the cause under whatever the step printed first (compileall's, ...)
         return (f"no space left on device during the build (the engine's storage, most often) "
                 f"({cut_middle(full.strip(), 200)}); free space (build.py prune, docker system prune) and run again")
-    out = [m.group(1) for m in map(_STEP_OUTPUT.match, lines) if m]
+    marked = [(m.group(1), m.group(2)) for m in map(_STEP_OUTPUT.match, lines) if m]
+    out = [text for _, text in marked]
     no_temp = next((m for m in map(_NO_TEMP_DIR.search, reversed(out)) if m), None)
     if no_temp is not None:
         return (f"no usable temporary directory in the build step: Python could write a file in "
@@ -194,22 +195,41 @@ def failure_reason(lines: list[str]) -> str:
     ours = [ln.strip() for ln in out if ln.lstrip().startswith("stagecraft: ")]
     if ours:  # a check of our own templates said what failed (a locked hash or version)
         return ours[-1][:300]
-    own = [i for i, ln in enumerate(out) if _STEP_ERROR.search(ln)]
+    own = _step_errors(marked)
     if own:
-        return cut_middle(_error_text(out, own[-1]), REASON_CHARS)
+        return cut_middle(own[-1], REASON_CHARS)
     kit = [ln for ln in lines if "ERROR" in ln or "error" in ln]
     return cut_middle((kit[-1] if kit else lines[-1] if lines else "no output").strip(), REASON_CHARS)
 
 
-def _error_text(out: list[str], at: int) -> str:
-    """The step's error line ``out[at]``, stripped; for a Python traceback's first line,
-    its exception line instead (the traceback's first unindented line after it), or a
-    sentence saying the output ends inside the traceback."""
-    text = out[at].strip()
-    if not text.startswith(_TRACEBACK):
-        return text
-    exc = next((ln.strip() for ln in out[at + 1:] if ln[:1] not in ("", " ", "\t")), None)
-    return exc or "a Python traceback whose exception line never came (the output ends inside it)"
+def _step_errors(marked: list[tuple[str, str]]) -> list[str]:
+    """The error lines of the steps' output (``(step, text)`` pairs, in order), stripped:
+    the lines ``_STEP_ERROR`` matches, and for each Python traceback its exception line
+    alone: the first line of the same step after its header indented no deeper than the
+    header (its "File ..." frames and their source lines, deeper, are never the reason,
+    whatever words they hold), or a sentence saying the output ends inside it."""
+    errors: list[str] = []
+    frames: set[int] = set()
+    for i, (step, text) in enumerate(marked):
+        if i in frames:
+            continue
+        if text.lstrip().startswith(_TRACEBACK):
+            depth, exc = _indent(text), None
+            for j in range(i + 1, len(marked)):
+                if marked[j][0] != step or not marked[j][1].strip():
+                    continue
+                frames.add(j)
+                if _indent(marked[j][1]) <= depth:
+                    exc = marked[j][1].strip()
+                    break
+            errors.append(exc or "a Python traceback whose exception line never came (the output ends inside it)")
+        elif _STEP_ERROR.search(text):
+            errors.append(text.strip())
+    return errors
+
+
+def _indent(text: str) -> int:
+    return len(text) - len(text.lstrip())
 
 
 # BuildKit runs a step that two builds ask for at once as one, with one build's session

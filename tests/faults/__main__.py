@@ -136,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"faults: seed {seed}, {args.faults} trial(s) of {', '.join(kinds)} on the {args.project} project",
           flush=True)
     rng = random.Random(seed)
+    # Cold base trials drawn apart, so that the seed's other draws do not move with them.
+    cold_rng = random.Random(f"{seed} cold base")
     project = PROJECTS[args.project]
     rig = Rig(args.work or project.disk_dir / "work", project)
     t_up = time.monotonic()
@@ -144,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     t_end = time.monotonic() + args.minutes * 60 if args.minutes else None
     try:
         t_cal = time.monotonic()
-        cal = calibrate(rig, cold=args.cold_base > 0)
+        cal = calibrate(rig, cold=args.cold_base > 0 and any(k != "registry" for k in kinds))
         print(f"faults: undisturbed runs: {', '.join(f'{k} {v:.1f}s' for k, v in cal.items())} "
               f"(set-up {t_cal - t_up:.0f}s, calibration {time.monotonic() - t_cal:.0f}s)", flush=True)
         with open(args.out, "a") as out:
@@ -153,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"faults: --minutes {args.minutes} reached after {i} trial(s)", flush=True)
                     break
                 kind = kinds[i % len(kinds)]
-                o = trial(rig, i, kind, rng, cal, args.cold_base).to_json()
+                o = trial(rig, i, kind, rng, cal, cold=cold_rng.random() < args.cold_base).to_json()
                 o["seed"], o["project"] = seed, args.project
                 outcomes.append(o)
                 out.write(json.dumps(o) + "\n")

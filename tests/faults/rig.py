@@ -570,8 +570,9 @@ class Rig:
 
     def drop_base(self) -> int:
         """Remove every name ``base_images`` lists, so that the next run bootstraps its
-        base (debootstrap, the import) and builds the base stage again: a cold base.
-        Returns how many names went. Raises docker.errors.DockerException."""
+        base (debootstrap, the import) and builds the base stage again (its steps may
+        come from BuildKit's cache): a cold base. Returns how many names went. Raises
+        docker.errors.DockerException."""
         names = sorted(self.base_images())
         for name in names:
             self.client.images.remove(name, force=True)

@@ -23,6 +23,11 @@ The five kinds (issue 24), each with its variants chosen at random per trial:
   one tag: the same tag always), the second started
   0 to D s after the first (struck: the first still ran when the second started).
 
+A share of the trials (``--cold-base``, not the registry kind's) start from a cold base:
+the bootstrapped base and the base stage are removed first and the instant is drawn over
+the longer run, so faults meet debootstrap, the base's import and the base stage, and
+two concurrent runs both find the base missing.
+
 Invariants after every fault (``check_names`` and friends): every name points at its
 image before or at a complete new one whose tests passed, never aliases split (except
 where the run was SIGKILLed, or its engine died for longer than the tag phase waits, inside
@@ -32,7 +37,7 @@ JSON file of the state directory is whole and no test record claims a pass it di
 have; the registry serves every blob its tags reference; the run that ended said why in
 its last line (a Python traceback never). After the recovery run (the same command, no
 fault): it exited 0 with no manual step, built no stage that was complete before (the
-base), each tag and its alias point at the complete image its report gives (tested where
+base stage, where a run had completed it), each tag and its alias point at the complete image its report gives (tested where
 it tests), the registry's tag and alias at one digest and what it pushed verifies
 (``build.py verify``: signature, SBOM, test record), and no container (any on the
 engine), scratch directory or atomic write's temporary file is left. A run the suite
@@ -53,10 +58,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from stagecraft import statefile
-from tests.faults.rig import Rig, Run
+from tests.faults.rig import BASE_NAMES, Rig, Run
 from tests.integration.harness import ROOT
 
 KINDS = ("signal", "engine", "registry", "disk", "concurrent")
+BASE_STAGE = BASE_NAMES[1]  # the base stage's names (stagecraft-stage/base:<key>)
+
 # Words the last line of a run that a fault ended must hold (one of), per kind.
 SAYS = {
     "engine": r"engine",
@@ -430,16 +437,18 @@ def check_message(kind: str, runs: list[Run]) -> list[str]:
 
 
 def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, float],
-          cold_share: float = 0.0) -> Outcome:
-    """One trial of ``kind`` (module docstring): returns its outcome. With probability
-    ``cold_share`` (not for the registry kind, whose fault meets a push), a cold base
-    trial: the base removed first (``Rig.drop_base``), and the instants drawn over the
-    longer run (``cal["base"]`` s more), so most fall in the bootstrap and the base stage."""
+          cold: bool = False) -> Outcome:
+    """One trial of ``kind`` (module docstring): returns its outcome. ``cold`` (never for
+    the registry kind, whose fault meets a push): a cold base trial, the base removed
+    first (``Rig.drop_base``) and the instants drawn over the longer run (``cal["base"]``
+    s more), so most fall in the bootstrap (debootstrap, the import) and the base stage
+    (whose steps BuildKit's cache may still hold). ``rng`` draws the same numbers
+    either way, so a seed replays its trials with or without cold ones."""
     t0 = time.monotonic()
     tag = rng.choice(sorted(rig.project.tags))
     repository, aliases = rig.project.repository, rig.project.tags
     test = kind == "registry" or rng.random() < 0.35
-    cold = kind != "registry" and rng.random() < cold_share
+    cold = cold and kind != "registry"
     untidy = rig.tidy()
     retries = rig.suite_retries
     marks = [("tidy", time.monotonic())]
@@ -455,8 +464,6 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
     variant, instant, runs = INJECT[kind](rig, rng, cal, tag, test)
     variant += " (cold base)" if cold else ""
     marks.append(("fault", time.monotonic()))
-    # Built again by the recovery run only where no run of the fault completed it.
-    base_whole = not cold or any(n.startswith("stagecraft-stage/base:") for n in rig.base_images())
     failed = suite_failures(rig.state, started)  # read now: the recovery run's suites overwrite it
     variant += "" if test or kind == "registry" else " (no --test)"
     out = Outcome(index, kind, variant, round(instant, 3), tag,
@@ -493,6 +500,9 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
     recovered: dict[str, str | None] = {}  # tag -> the image the recovery run reports for it
     for t in tags:
         rec_started = time.time() - 1
+        # The base stage may be built again only where no run before completed it (a
+        # cold base trial's fault, or an earlier trial's failed recovery).
+        base_whole = any(n.startswith(BASE_STAGE) for n in rig.base_images())
         rec = rig.run(*command(t, push, rig, json_out=True, test=test))
         out.recovery_rc = rec.rc if out.recovery_rc in (None, 0) else out.recovery_rc
         out.recovery_last = rec.last_line()[:200]
@@ -517,8 +527,7 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
                 out.violations.append(f"after recovery {t} does not verify (exit {v.rc}): "
                                       f"{'; '.join(said[-3:])[:300]}")
     marks.append(("recovery", time.monotonic()))
-    if cold:  # the base the recovery run bootstrapped (or a run of the fault did)
-        expected |= set(rig.base_images().values())
+    expected |= set(rig.base_images().values())  # a base a run bootstrapped (cold base)
     after = rig.names()
     for t, image_id in recovered.items():  # the names at what the recovery run made, whole
         for ref in (f"{repository}:{t}", f"{repository}:{aliases[t]}"):

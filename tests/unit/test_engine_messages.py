@@ -169,3 +169,28 @@ def test_a_python_traceback_gives_its_exception_not_its_first_line():
     # Output that ends inside a traceback says so, never quoting its first line.
     cut = failure_reason(tb[:4] + [tb[-1]])
     assert cut == "a Python traceback whose exception line never came (the output ends inside it)"
+
+
+def test_a_traceback_is_read_within_its_own_step_and_depth():
+    """A frame's words ("urllib/error.py", "logger.error") are never the reason; an
+    indented traceback (a tool that indents what it runs) ends at the first line no
+    deeper than its header; a line of another step printed between its lines is not it."""
+    frames = ["#7 0.52 Traceback (most recent call last):",
+              '#7 0.52   File "/usr/lib/python3.11/urllib/error.py", line 12, in <module>',
+              "#7 0.52     logger.error(x)",
+              "#9 0.53 Collecting numpy",
+              "#7 0.53 urllib.error.URLError: <urlopen error [Errno 111] Connection refused>",
+              "#7 ERROR: process did not complete successfully: exit code: 1"]
+    assert failure_reason(frames) == "urllib.error.URLError: <urlopen error [Errno 111] Connection refused>"
+    nested = ["#5 1.0     Traceback (most recent call last):",
+              '#5 1.0       File "x.py", line 1, in <module>',
+              "#5 1.0     RuntimeError: boom",
+              "#5 1.1 Removing temporary files",
+              "#5 ERROR: process did not complete successfully: exit code: 1"]
+    assert failure_reason(nested) == "RuntimeError: boom"
+    # Chained: the last traceback's exception is the one that ended the step.
+    chained = ["#3 0.1 Traceback (most recent call last):", '#3 0.1   File "a.py", line 1', "#3 0.1 KeyError: 'x'",
+               "#3 0.1 ", "#3 0.1 During handling of the above exception, another exception occurred:",
+               "#3 0.1 ", "#3 0.1 Traceback (most recent call last):", '#3 0.1   File "a.py", line 3',
+               "#3 0.1 ValueError: no x", "#3 ERROR: process did not complete successfully: exit code: 1"]
+    assert failure_reason(chained) == "ValueError: no x"

@@ -1,0 +1,108 @@
+"""Locks between runs on one state directory (stagecraft/runlocks.py), with real
+processes holding them: a second holder waits and says so once, a dead holder (even
+SIGKILLed) never keeps it waiting, and a symbolic link is never followed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from stagecraft import runlocks
+from stagecraft.bases import BaseImage
+from stagecraft.builder import _base_lock
+
+HOLD = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def _holder(path, seconds: float) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(path), str(seconds)], stdout=subprocess.PIPE,
+                            text=True)  # only SIGKILL is sent, which no disposition changes
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_a_second_holder_waits_says_so_once_and_then_holds(tmp_path):
+    path = runlocks.lock_path(tmp_path / "bases", "engine-a", "stagecraft-base/debian:bookworm-amd64-0123")
+    said: list[str] = []
+    path.parent.mkdir()
+    proc = _holder(path, 2.5)
+    t0 = time.monotonic()
+    with runlocks.held(path, "waiting for the other run", said.append):
+        waited = time.monotonic() - t0
+        assert proc.poll() is not None, "held while the other process still held it"
+    assert waited > runlocks.WAIT_NOTE_S and said == ["waiting for the other run"]
+    proc.wait()
+
+
+def test_a_sigkilled_holder_never_keeps_the_next_run_waiting(tmp_path):
+    path = tmp_path / "x.lock"
+    proc = _holder(path, 600)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    said: list[str] = []
+    with runlocks.held(path, "waiting", said.append):
+        pass
+    assert said == []
+
+
+def test_locks_are_per_engine_and_name():
+    folder = Path("/s/bases")
+    a = runlocks.lock_path(folder, "engine-a", "base:1")
+    assert a != runlocks.lock_path(folder, "engine-b", "base:1") != runlocks.lock_path(folder, "engine-a", "base:2")
+    assert a == runlocks.lock_path(folder, "engine-a", "base:1") and a.parent == folder
+
+
+def test_a_symbolic_link_at_the_lock_path_is_not_followed(tmp_path):
+    target = tmp_path / "precious"
+    target.write_text("keep")
+    link = tmp_path / "x.lock"
+    link.symlink_to(target)
+    with pytest.raises(OSError), runlocks.held(link, "waiting", print):
+        pass
+    assert target.read_text() == "keep"
+
+
+def _base() -> BaseImage:
+    return BaseImage(name="deb12", source="bootstrap", ref="stagecraft-base/debian:bookworm-amd64-0123",
+                     identity="x")
+
+
+def test_a_bootstrapped_base_waits_for_the_run_making_it(tmp_path):
+    locks = (tmp_path / "bases", "engine-a")
+    path = runlocks.lock_path(*locks, _base().ref)
+    path.parent.mkdir()
+    proc = _holder(path, 2.0)
+    said: list[str] = []
+    with _base_lock(_base(), locks, said.append):
+        assert proc.poll() is not None
+    assert said == [f"base deb12: waiting for another run that is making it ({path})"]
+    # A pulled base takes no lock (the same digest gives the same image).
+    proc = _holder(path, 600)
+    try:
+        pulled = BaseImage(name="deb12", source="pull", ref=_base().ref, identity="y")
+        with _base_lock(pulled, locks, said.append):
+            pass
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert len(said) == 1
+
+
+def test_a_lock_that_cannot_be_made_leaves_the_base_made_without_it(tmp_path):
+    (tmp_path / "bases").write_text("a file where the lock folder would be")
+    said: list[str] = []
+    with _base_lock(_base(), (tmp_path / "bases", "engine-a"), said.append):
+        pass
+    assert said == []
