@@ -14,6 +14,7 @@ import hashlib
 import os
 import platform as _platform
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -206,7 +207,9 @@ def bootstrap_rootfs(base: BaseImage, workdir: Path) -> Path:
                           capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
-        raise BuildError(f"debootstrap {base.suite} failed: {' | '.join(tail)}")
+        cause = debootstrap_log_tail(rootfs)
+        raise BuildError(f"debootstrap {base.suite} failed: {' | '.join(tail)}"
+                         + (f"; its log ends: {cause}" if cause else ""))
     if base.locked:
         check_locked_rootfs(rootfs, base)
     # Leave no package caches or lists in the base layer.
@@ -223,6 +226,33 @@ def bootstrap_rootfs(base: BaseImage, workdir: Path) -> Path:
     tarball.parent.mkdir()
     subprocess.run([*tar, "-cf", str(tarball), "."], check=True)
     return tarball
+
+
+# debootstrap sends what its commands print (tar's, dpkg's, wget's errors) to
+# TARGET/debootstrap/debootstrap.log, not to its stderr, which says only "E: Tried to
+# extract package, but file already exists" for any failure of tar (debootstrap's
+# functions, extract_dpkg_deb_data).
+DEBOOTSTRAP_LOG = "debootstrap/debootstrap.log"
+LOG_TAIL_BYTES = 16 * 1024
+
+
+def debootstrap_log_tail(rootfs: Path, lines: int = 4, chars: int = 400) -> str:
+    """The last ``lines`` non-empty lines of a failed debootstrap's own log in ``rootfs``
+    (``DEBOOTSTRAP_LOG``), joined with " | " and at most ``chars`` characters (their
+    end kept); reads at most ``LOG_TAIL_BYTES`` bytes of a regular file, never through
+    a symbolic link; "" when there is none."""
+    try:
+        fd = os.open(rootfs / DEBOOTSTRAP_LOG, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return ""
+        f.seek(max(0, st.st_size - LOG_TAIL_BYTES))
+        text = f.read(LOG_TAIL_BYTES).decode("utf-8", "replace")
+    said = [ln.strip() for ln in text.splitlines() if ln.strip()][-lines:]
+    return " | ".join(said)[-chars:]
 
 
 def normalise_rootfs(rootfs: Path, epoch: int) -> None:
