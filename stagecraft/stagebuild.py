@@ -140,7 +140,26 @@ class StageRun:
             return StageResult(node.key, node.stage, "cached", found)
         # Another run building this stage now keeps its log; this one writes beside it.
         with claimed_log(self.logs / f"{node.stage}-{node.key[:12]}.log") as log_path:
-            return self.build_node(node, log_path)
+            try:
+                return self.build_node(node, log_path)
+            except BuildError as exc:
+                taken = self._named_meanwhile(node, exc)
+                if taken is None:
+                    raise
+                self.say(f"  {node.stage}@{node.key[:12]}: another run building it at the same time named "
+                         "it first; using that image")
+                return StageResult(node.key, node.stage, "cached", taken)
+
+    def _named_meanwhile(self, node: StageNode, exc: BuildError) -> str | None:
+        """The image another run named ``node``'s key with while this run built it, when
+        that is why this build failed: with the containerd image store, two builds
+        exporting one name at once both create it, and the second fails with BuildKit's
+        'image "docker.io/<name>": already exists' (the fault suite's two runs of one
+        tag, seed 20261393). The name is made only once its image is whole, so the stage
+        is complete, of the same key. None for any other failure."""
+        if "already exists" not in str(exc) or f"{node.image_ref}\"" not in str(exc):
+            return None
+        return self.engine.image_id(node.image_ref)
 
     def build_node(self, node: StageNode, log_path: Path) -> StageResult:
         """Build ``node`` (its cache export tried once more when it failed), name the

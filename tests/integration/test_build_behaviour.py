@@ -503,6 +503,57 @@ def test_an_engine_that_cannot_exec_in_the_test_container_is_no_verdict(own_proj
                and "executable file not found" in f for f in record["failures"]), record["failures"]
 
 
+# A stand-in build client (STAGECRAFT_DOCKER) in front of the real one: a stage build it
+# passes on succeeds, then, once, ends as BuildKit's image exporter ends when another
+# build created the stage's name first (the containerd image store's create): the name
+# exists, whole, and this build says 'already exists' and exits 1.
+_NAME_TAKEN_DOCKER = r"""#!/bin/sh
+ref=""; prev=""
+for a in "$@"; do
+  if [ "$prev" = "-t" ]; then case "$a" in stagecraft-stage/*) ref="$a";; esac; fi
+  prev="$a"
+done
+REAL "$@"; rc=$?
+if [ "$rc" = 0 ] && [ -n "$ref" ] && [ ! -e "$STAND_IN_STATE/taken" ]; then
+  echo "$ref" > "$STAND_IN_STATE/taken"
+  echo "ERROR: failed to solve: image \"docker.io/$ref\": already exists"
+  exit 1
+fi
+exit "$rc"
+"""
+
+
+def test_a_stage_another_run_named_first_is_used_not_failed(own_project, tmp_path):
+    """Two runs building one stage at once on the containerd image store: the second
+    export of its name fails with "already exists" (the fault suite, seed 20261393,
+    trial 24: the run failed). The stage is whole under its key: the run uses it, says
+    so, and tags its image."""
+    from stagecraft.buildpath import detect_builder
+
+    path, _ = own_project
+    bin_dir, stand_in = tmp_path / "bin", tmp_path / "stand-in"
+    bin_dir.mkdir()
+    stand_in.mkdir()
+    real = detect_builder().client  # the client the run would use
+    (bin_dir / "docker").write_text(_NAME_TAKEN_DOCKER.replace("REAL", real))
+    (bin_dir / "docker").chmod(0o755)
+    run = subprocess.run([sys.executable, str(ROOT / "build.py"), "--matrix", str(path), "--tag", "1.16.0-cpu",
+                          "--state-dir", str(tmp_path / "state"), "--json"],
+                         cwd=path.parent, capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "STAGECRAFT_DOCKER": str(bin_dir / "docker"),
+                              "STAND_IN_STATE": str(stand_in)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    taken = (stand_in / "taken").read_text().strip()
+    stage, key = taken.split("/", 1)[1].split(":")
+    assert f"{stage}@{key[:12]}: another run building it at the same time named it first; using that image" \
+        in run.stderr, run.stderr[-3000:]
+    report = json.loads(run.stdout)
+    stages = report["stages"]
+    stages = list(stages.values()) if isinstance(stages, dict) else stages
+    assert [s["status"] for s in stages if s["key"].startswith(key)] == ["cached"]
+    assert report["images"][0]["tagged"] is True and "Traceback" not in run.stderr
+
+
 def test_a_wheel_version_pypi_lacks_is_one_line_and_builds_nothing(project, client):
     """A CUDA stage pinning an NVIDIA wheel version PyPI does not have: exit 2 before any
     build, one line at the pin's matrix.yaml line naming the versions PyPI has (asked on
