@@ -238,21 +238,27 @@ LOG_TAIL_BYTES = 16 * 1024
 
 def debootstrap_log_tail(rootfs: Path, lines: int = 4, chars: int = 400) -> str:
     """The last ``lines`` non-empty lines of a failed debootstrap's own log in ``rootfs``
-    (``DEBOOTSTRAP_LOG``), joined with " | " and at most ``chars`` characters (their
-    end kept); reads at most ``LOG_TAIL_BYTES`` bytes of a regular file, never through
-    a symbolic link; "" when there is none."""
+    (``DEBOOTSTRAP_LOG``), joined with " | ", what is not printable dropped, at most
+    ``chars`` characters (their end kept); reads at most ``LOG_TAIL_BYTES`` bytes of a
+    regular file, following no symbolic link under ``rootfs``; "" when there is none or
+    it cannot be read."""
+    folder, name = DEBOOTSTRAP_LOG.split("/")
     try:
-        fd = os.open(rootfs / DEBOOTSTRAP_LOG, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        dfd = os.open(rootfs / folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+        finally:
+            os.close(dfd)
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return ""
+            f.seek(max(0, st.st_size - LOG_TAIL_BYTES))
+            text = f.read(LOG_TAIL_BYTES).decode("utf-8", "replace")
     except OSError:
         return ""
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return ""
-        f.seek(max(0, st.st_size - LOG_TAIL_BYTES))
-        text = f.read(LOG_TAIL_BYTES).decode("utf-8", "replace")
-    said = [ln.strip() for ln in text.splitlines() if ln.strip()][-lines:]
-    return " | ".join(said)[-chars:]
+    said = ["".join(ch for ch in ln if ch.isprintable()).strip() for ln in text.splitlines()]
+    return " | ".join([ln for ln in said if ln][-lines:])[-chars:]
 
 
 def normalise_rootfs(rootfs: Path, epoch: int) -> None:

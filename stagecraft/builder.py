@@ -24,7 +24,7 @@ from .bases import BaseImage, ensure_base
 from .buildreport import BuildReport, ImageResult
 from .cabundle import SECRET_ID, CABundle
 from .engine import Engine
-from .errors import BuildError
+from .errors import BuildError, NameTaken
 from .plan import Plan
 from .render import index_dockerfile
 from .stagebuild import StageRun, proxy_args
@@ -32,8 +32,10 @@ from .tagging import TagJournal, apply_tags
 
 # Under the state directory: BuildKit's SLSA provenance of each image, by manifest digest.
 PROVENANCE_DIR = "provenance"
-# Under the state directory: the locks bootstrapped bases are made under (runlocks.py).
-BASE_LOCKS = "bases"
+# The locks bootstrapped bases are made under (runlocks.py), one per engine and base for
+# the whole host (two checkouts or state directories share an engine): /run/lock is the
+# FHS place for lock files, and bootstrapping needs root.
+BASE_LOCKS = Path("/run/lock/stagecraft")
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ def build_plan(engine: Engine, plan: Plan, root: Path, opts: BuildOptions,
     if opts.state_dir.is_dir():  # a run that died inside its tag phase: its names first
         tagrecovery.recover_now(engine, opts.state_dir, engine_key, say)
     cache_to = _usable_cache_to(opts, warn)
-    _ensure_bases(engine, plan, opts.cache_from, cache_to, say, warn, (opts.state_dir / BASE_LOCKS, engine_key))
+    _ensure_bases(engine, plan, opts.cache_from, cache_to, say, warn, (BASE_LOCKS, engine_key))
     build_args = proxy_args()
     # BuildKit's provenance records the build arguments; proxy settings may carry
     # credentials, so a run that passes them keeps no provenance.
@@ -132,10 +134,10 @@ def _base_lock(base: BaseImage, locks: tuple[Path, str] | None, say: Callable[[s
         if base.source == "bootstrap" and locks is not None:
             path = runlocks.lock_path(locks[0], locks[1], base.ref)
             try:
-                stack.enter_context(runlocks.held(
-                    path, f"base {base.name}: waiting for another run that is making it ({path})", say))
-            except OSError:
-                pass  # made without it
+                stack.enter_context(runlocks.held(path, f"another run to make or find base {base.name}", say))
+            except OSError as exc:
+                say(f"base {base.name}: no lock against another run making it at the same time "
+                    f"({path}: {exc.strerror or exc}); going on without")
         yield
 
 
@@ -159,8 +161,9 @@ def _ensure_bases(engine: Engine, plan: Plan, cache_from: cache.CacheSpec | None
     there yet, else pulled or made (``ensure_base``), then shared through ``cache_to``.
     ``locks`` (a folder, the engine's identity): a bootstrapped base is looked for and
     made under a lock of that folder (runlocks.py), so that a second run on the engine
-    waits for the first one's bootstrap and reuses it; where the lock file cannot be
-    made (a full or read-only state directory), the base is made without it.
+    from this host waits for the first one's bootstrap and reuses it; where the lock
+    file cannot be made (not root, a read-only /run), the base is made without it, and
+    the run says so.
     Raises ``InputError``/``BuildError`` from ``ensure_base``."""
     for base in plan.bases:
         with _base_lock(base, locks, say):
@@ -201,8 +204,15 @@ def _image_result(engine: Engine, plan: Plan, report: BuildReport, tag: str, img
         else:
             say(f"{tag}: OCI image index of {', '.join(i.platform for i in imgs)}")
             parts = index_parts(plan, imgs)
-            image_id = engine.assemble_index(index_ref(parts), index_dockerfile(parts),
-                                             parts, opts.state_dir / "logs" / f"index-{tag}.log")
+            ref = index_ref(parts)
+            try:
+                image_id = engine.assemble_index(ref, index_dockerfile(parts), parts,
+                                                 opts.state_dir / "logs" / f"index-{tag}.log")
+            except NameTaken as exc:  # another run assembled the same parts at the same time
+                image_id = engine.image_id(ref) if exc.ref == ref else None
+                if image_id is None:
+                    raise
+                say(f"  {tag}: another run assembling the same index named it first; using that index")
     except BuildError as exc:
         res.error = str(exc)
         say(f"  {tag} FAILED: {exc}")

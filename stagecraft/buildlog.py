@@ -249,6 +249,25 @@ def session_lost(lines: list[str]) -> bool:
     return any(_SESSION_LOST.search(ln.strip()) for ln in lines[-20:])
 
 
+# BuildKit's image exporter on the containerd image store creates the image's name, and
+# a second build exporting the same name at once fails on it (moby's image service:
+# 'image "docker.io/stagecraft-stage/runtime:...": already exists'), though its image
+# was built whole. Seen by the fault suite (seed 20261393, trial 24: two runs of one tag).
+_NAME_TAKEN = re.compile(r'^(?:#\d+ )?(?:ERROR: )?(?:failed to solve: )?image "(?:docker\.io/)?(?:library/)?'
+                         r'([^"\s]+)": already exists\s*$')
+
+
+def name_taken(lines: list[str]) -> str | None:
+    """The name a failed build's exporter could not create because another build had
+    just created it, from BuildKit's own error among the output's last 20 ``lines``
+    (``_NAME_TAKEN``; a step's output saying the same is the step's business); else None."""
+    for ln in reversed(lines[-20:]):
+        m = _NAME_TAKEN.match(ln.strip())
+        if m:
+            return m.group(1)
+    return None
+
+
 _PIP_RETRY = re.compile(r"Retrying \(Retry\(.*?\)\) after connection broken by '(.+)': (\S+)\s*$")
 _PIP_NOT_FOUND = ("Could not find a version", "No matching distribution", "ResolutionImpossible")
 

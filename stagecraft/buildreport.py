@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 @dataclass
 class StageResult:
-    """What happened to one stage: ``status`` is ``cached`` (key already built),
+    """What happened to one stage: ``status`` is ``cached`` (key already built, or
+    named by another run building it at the same time: stagebuild ``run_node``),
     ``built``, ``failed`` or ``skipped`` (a stage below it failed); ``seconds`` of build;
     ``run_executed``/``run_cached``: RUN steps BuildKit ran or took from a cache;
     ``cache``: ``written``, ``not written: <why>`` or "" (no ``--cache-to``); ``platform`` it was built for."""

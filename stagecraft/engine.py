@@ -18,10 +18,10 @@ import docker
 import docker.errors
 
 from . import platforms, retry, steptimes
-from .buildlog import LOST_RE, BuildLog, failure_reason, session_lost, step_started
+from .buildlog import LOST_RE, BuildLog, failure_reason, name_taken, session_lost, step_started
 from .buildpath import Builder, build_argv, buildx_facts, detect_builder
 from .capabilities import EngineFacts
-from .errors import BuildError, InputError
+from .errors import BuildError, InputError, NameTaken
 from .layoutload import load_layout
 from .safetext import cut_middle, cut_start
 
@@ -265,6 +265,10 @@ class Engine:
     def _raise_failed(self, rc: int, tail: list[str], log_path: Path) -> None:
         """Raise the ``BuildError`` of a failed build: its reason (``failure_reason`` of ``tail``),
         or the engine's when it stopped answering or the connection broke."""
+        taken = name_taken(tail)
+        if taken:  # built whole; the caller may use the image the other build named
+            raise NameTaken(f"build failed (exit {rc}): the engine would not name the image {taken}: another "
+                            f"build had just made that name (BuildKit: already exists); log: {log_path}", taken)
         reason = failure_reason(tail)
         if not self.answers():  # the client's last words are a symptom, not the cause
             raise BuildError(f"the Docker engine stopped answering during the build (the "

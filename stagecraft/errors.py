@@ -62,6 +62,16 @@ class BuildError(Exception):
     """The engine or a build step failed (not the user's input); the CLI exits 1."""
 
 
+class NameTaken(BuildError):
+    """A build that ran whole, whose image the engine would not name ``ref``: another
+    build created that name first (``buildlog.name_taken``). The name is made only once
+    its image is whole, so a caller building content named by its key may use it."""
+
+    def __init__(self, message: str, ref: str):
+        super().__init__(message)
+        self.ref = ref
+
+
 def engine_unreachable(exc: BaseException) -> bool:
     """Whether ``exc`` says the engine did not answer at all (its connection refused or
     cut, its socket gone: the engine was killed or is restarting), as opposed to an

@@ -18,7 +18,7 @@ from . import cache, retry, schedule
 from .buildlog import BuildLog
 from .buildreport import StageResult
 from .engine import Engine
-from .errors import BuildError
+from .errors import BuildError, NameTaken
 from .plan import LABEL_STAGE, Plan, StageNode
 from .retry import RetryPolicy
 from .scratch import claimed_log
@@ -133,8 +133,10 @@ class StageRun:
         return self.results
 
     def run_node(self, node: StageNode) -> StageResult:
-        """``node``'s result: ``cached`` when its key is in the engine, else built.
-        Raises ``BuildError``."""
+        """``node``'s result: ``cached`` when its key is in the engine, else built; also
+        ``cached`` when the engine would not name this build's image because another run
+        building the same key named it first (``NameTaken``: with the containerd image
+        store two exports of one name at once both create it). Raises ``BuildError``."""
         found = self.engine.image_id(node.image_ref)
         if found:
             return StageResult(node.key, node.stage, "cached", found)
@@ -142,24 +144,13 @@ class StageRun:
         with claimed_log(self.logs / f"{node.stage}-{node.key[:12]}.log") as log_path:
             try:
                 return self.build_node(node, log_path)
-            except BuildError as exc:
-                taken = self._named_meanwhile(node, exc)
+            except NameTaken as exc:
+                taken = self.engine.image_id(node.image_ref) if exc.ref == node.image_ref else None
                 if taken is None:
                     raise
                 self.say(f"  {node.stage}@{node.key[:12]}: another run building it at the same time named "
                          "it first; using that image")
                 return StageResult(node.key, node.stage, "cached", taken)
-
-    def _named_meanwhile(self, node: StageNode, exc: BuildError) -> str | None:
-        """The image another run named ``node``'s key with while this run built it, when
-        that is why this build failed: with the containerd image store, two builds
-        exporting one name at once both create it, and the second fails with BuildKit's
-        'image "docker.io/<name>": already exists' (the fault suite's two runs of one
-        tag, seed 20261393). The name is made only once its image is whole, so the stage
-        is complete, of the same key. None for any other failure."""
-        if "already exists" not in str(exc) or f"{node.image_ref}\"" not in str(exc):
-            return None
-        return self.engine.image_id(node.image_ref)
 
     def build_node(self, node: StageNode, log_path: Path) -> StageResult:
         """Build ``node`` (its cache export tried once more when it failed), name the

@@ -506,7 +506,8 @@ def test_an_engine_that_cannot_exec_in_the_test_container_is_no_verdict(own_proj
 # A stand-in build client (STAGECRAFT_DOCKER) in front of the real one: a stage build it
 # passes on succeeds, then, once, ends as BuildKit's image exporter ends when another
 # build created the stage's name first (the containerd image store's create): the name
-# exists, whole, and this build says 'already exists' and exits 1.
+# exists, whole, and this build says 'already exists' and exits 1, after a step's own
+# error line (pip's resolver note, printed by installs that succeed).
 _NAME_TAKEN_DOCKER = r"""#!/bin/sh
 ref=""; prev=""
 for a in "$@"; do
@@ -516,6 +517,7 @@ done
 REAL "$@"; rc=$?
 if [ "$rc" = 0 ] && [ -n "$ref" ] && [ ! -e "$STAND_IN_STATE/taken" ]; then
   echo "$ref" > "$STAND_IN_STATE/taken"
+  echo "#9 12.31 ERROR: pip's dependency resolver does not currently take into account all the packages that are installed."
   echo "ERROR: failed to solve: image \"docker.io/$ref\": already exists"
   exit 1
 fi

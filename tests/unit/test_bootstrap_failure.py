@@ -73,3 +73,17 @@ def test_a_long_log_line_keeps_its_end(tmp_path):
     tail = bases.debootstrap_log_tail(rootfs)
     assert len(tail) == 400 and tail.endswith("x the cause")
 
+
+
+def test_no_link_under_the_root_is_followed_and_control_characters_are_dropped(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "debootstrap.log").write_text("not the run's\n")
+    rootfs = tmp_path / "rootfs"
+    rootfs.mkdir()
+    (rootfs / "debootstrap").symlink_to(elsewhere)
+    assert bases.debootstrap_log_tail(rootfs) == ""
+    (rootfs / "debootstrap").unlink()
+    (rootfs / "debootstrap").mkdir()
+    Path(rootfs / bases.DEBOOTSTRAP_LOG).write_text("\x1b[31mtar: failed\x1b[0m\r\n\x07\n")
+    assert bases.debootstrap_log_tail(rootfs) == "[31mtar: failed[0m"

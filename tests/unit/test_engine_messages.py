@@ -194,3 +194,22 @@ def test_a_traceback_is_read_within_its_own_step_and_depth():
                "#3 0.1 ", "#3 0.1 Traceback (most recent call last):", '#3 0.1   File "a.py", line 3',
                "#3 0.1 ValueError: no x", "#3 ERROR: process did not complete successfully: exit code: 1"]
     assert failure_reason(chained) == "ValueError: no x"
+
+
+def test_a_name_another_build_made_first_is_read_from_buildkits_own_error():
+    """BuildKit's exporter on the containerd image store, when another build created the
+    name first (the fault suite's two runs of one tag): its error is found among the
+    last lines whatever the steps printed before it; a step's output saying the same,
+    or another name's form, is not it."""
+    from stagecraft.buildlog import name_taken
+
+    ref = "stagecraft-stage/runtime:5813c0e573a7f679da2c431d"
+    tail = ["#9 12.31 ERROR: pip's dependency resolver does not currently take into account all the packages",
+            "#12 exporting to image", "#12 naming to docker.io/" + ref + " done",
+            f'#12 ERROR: image "docker.io/{ref}": already exists', "------",
+            f'ERROR: failed to solve: image "docker.io/{ref}": already exists']
+    assert name_taken(tail) == ref
+    assert name_taken([f'image "{ref}": already exists\r']) == ref
+    assert name_taken([f'#9 0.4 image "docker.io/{ref}": already exists', "#9 ERROR: exit code: 1"]) is None
+    assert name_taken(["ERROR: failed to solve: image already exists"]) is None
+    assert name_taken([f'ERROR: failed to solve: image "docker.io/{ref}": already exists'] + ["x"] * 20) is None

@@ -16,33 +16,38 @@ import pytest
 from stagecraft import runlocks
 from stagecraft.bases import BaseImage
 from stagecraft.builder import _base_lock
+from tests.conftest import ROOT
 
 HOLD = """
-import fcntl, os, sys, time
-fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
-fcntl.flock(fd, fcntl.LOCK_EX)
-print("held", flush=True)
-time.sleep(float(sys.argv[2]))
+import sys, time
+from pathlib import Path
+from stagecraft import runlocks
+with runlocks.held(Path(sys.argv[1]), "x", print):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
 """
 
 
 def _holder(path, seconds: float) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-c", HOLD, str(path), str(seconds)], stdout=subprocess.PIPE,
-                            text=True)  # only SIGKILL is sent, which no disposition changes
+                            text=True, cwd=ROOT)  # only SIGKILL is sent, which no disposition changes
     assert proc.stdout.readline().strip() == "held"
     return proc
 
 
-def test_a_second_holder_waits_says_so_once_and_then_holds(tmp_path):
+def test_a_second_holder_waits_says_who_holds_it_and_then_holds(tmp_path, monkeypatch):
+    monkeypatch.setattr(runlocks, "NOTE_EVERY_S", 0.6)  # a note a minute, in a test's time
     path = runlocks.lock_path(tmp_path / "bases", "engine-a", "stagecraft-base/debian:bookworm-amd64-0123")
     said: list[str] = []
-    path.parent.mkdir()
     proc = _holder(path, 2.5)
     t0 = time.monotonic()
-    with runlocks.held(path, "waiting for the other run", said.append):
+    with runlocks.held(path, "the other run", said.append):
         waited = time.monotonic() - t0
-        assert proc.poll() is not None, "held while the other process still held it"
-    assert waited > runlocks.WAIT_NOTE_S and said == ["waiting for the other run"]
+        assert waited > 2.2, "held while the other process still held it"
+        assert path.read_text() == f"{os.getpid()}\n"
+    assert waited > runlocks.NOTE_AFTER_S and len(said) >= 2, said
+    assert said[0] == f"waiting for the other run (held by pid {proc.pid}, 1 s so far; {path})"
+    assert all(n.startswith(f"waiting for the other run (held by pid {proc.pid}, ") for n in said)
     proc.wait()
 
 
@@ -82,12 +87,12 @@ def _base() -> BaseImage:
 def test_a_bootstrapped_base_waits_for_the_run_making_it(tmp_path):
     locks = (tmp_path / "bases", "engine-a")
     path = runlocks.lock_path(*locks, _base().ref)
-    path.parent.mkdir()
     proc = _holder(path, 2.0)
     said: list[str] = []
+    t0 = time.monotonic()
     with _base_lock(_base(), locks, said.append):
-        assert proc.poll() is not None
-    assert said == [f"base deb12: waiting for another run that is making it ({path})"]
+        assert time.monotonic() - t0 > 1.7, "held while the other process still held it"
+    assert said == [f"waiting for another run to make or find base deb12 (held by pid {proc.pid}, 1 s so far; {path})"]
     # A pulled base takes no lock (the same digest gives the same image).
     proc = _holder(path, 600)
     try:
@@ -100,9 +105,10 @@ def test_a_bootstrapped_base_waits_for_the_run_making_it(tmp_path):
     assert len(said) == 1
 
 
-def test_a_lock_that_cannot_be_made_leaves_the_base_made_without_it(tmp_path):
+def test_a_lock_that_cannot_be_made_leaves_the_base_made_without_it_and_says_so(tmp_path):
     (tmp_path / "bases").write_text("a file where the lock folder would be")
     said: list[str] = []
     with _base_lock(_base(), (tmp_path / "bases", "engine-a"), said.append):
         pass
-    assert said == []
+    assert len(said) == 1 and said[0].startswith("base deb12: no lock against another run making it at the same "
+                                                 f"time ({tmp_path / 'bases'}/") and said[0].endswith("going on without")
