@@ -263,19 +263,15 @@ class Engine:
         return rc, tail
 
     def _raise_failed(self, rc: int, tail: list[str], log_path: Path) -> None:
-        """Raise the ``BuildError`` of a failed build: its reason (``failure_reason`` of ``tail``),
-        or the engine's when it stopped answering or the connection broke."""
-        taken = name_taken(tail)
-        if taken:  # built whole; the caller may use the image the other build named
-            raise NameTaken(f"build failed (exit {rc}): the engine would not name the image {taken}: another "
-                            f"build had just made that name (BuildKit: already exists); log: {log_path}", taken)
+        """Raise the ``BuildError`` of a failed build: ``NameTaken``, its reason (``failure_reason``
+        of ``tail``), or the engine's when it stopped answering or the connection broke."""
+        if taken := name_taken(tail):  # built whole: the caller may use what the other build named
+            raise NameTaken(f"build failed (exit {rc}): {NameTaken.SAID.format(taken)}; log: {log_path}", taken)
         reason = failure_reason(tail)
         if not self.answers():  # the client's last words are a symptom, not the cause
-            raise BuildError(f"the Docker engine stopped answering during the build (the "
-                             f"client said: {cut_middle(reason, 160)}); log: {log_path}")
+            raise BuildError(f"the Docker engine stopped answering during the build (the client said: {cut_middle(reason, 160)}); log: {log_path}")
         if LOST_RE.search(reason):
-            reason = ("the client lost its connection to the Docker engine mid-build (it "
-                      f"said: {cut_middle(reason, 160)})")
+            reason = f"the client lost its connection to the Docker engine mid-build (it said: {cut_middle(reason, 160)})"
         raise BuildError(f"build failed (exit {rc}): {reason}; log: {log_path}")
 
     def _built_id(self, iid: str, metadata: Path) -> str:

@@ -67,6 +67,8 @@ class NameTaken(BuildError):
     build created that name first (``buildlog.name_taken``). The name is made only once
     its image is whole, so a caller building content named by its key may use it."""
 
+    SAID = "the engine would not name the image {}: another build had just made that name (BuildKit: already exists)"
+
     def __init__(self, message: str, ref: str):
         super().__init__(message)
         self.ref = ref
