@@ -111,3 +111,19 @@ def test_a_log_path_that_is_not_a_file_is_named_not_opened(tmp_path):
     fifo = tmp_path / "stage.log"
     os.mkfifo(fifo)  # opening it for reading would wait for a writer forever
     assert log_tails(f"FAILED (log: {fifo})") == f"--- {fifo}: not a regular file: {fifo}"
+
+
+def test_two_runs_at_once_must_both_succeed():
+    """No fault meets the concurrent kind's runs: one that failed is a violation (seed
+    20261393, trial 24: "already exists" on a stage both exported), whatever it said."""
+    from tests.faults.rig import Run
+    from tests.faults.trials import check_message
+
+    ok = Run(argv=["python3", "build.py", "build"], rc=0, err="RUN steps: 2 ran, 0 from cache\n")
+    failed = Run(argv=["python3", "build.py", "build"], rc=1,
+                 err='failed: 1.16.0-cpu: build failed (exit 1): ERROR: failed to solve: image "x": already exists\n')
+    assert check_message("concurrent", [ok, ok]) == []
+    assert check_message("concurrent", [failed, ok]) == [
+        'one of two runs at once failed (exit 1): failed: 1.16.0-cpu: build failed (exit 1): ERROR: failed to '
+        'solve: image "x": already exists']
+    assert check_message("disk", [failed]) != []  # other kinds: the last line must name the fault
