@@ -13,9 +13,11 @@ base trials, issue 24).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import os
+import stat
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -42,17 +44,36 @@ def _holder(fd: int) -> str:
     return f"pid {raw[0]}" if raw and raw[0].isdigit() else "another process"
 
 
+def _own_folder(folder: Path) -> None:
+    """Make ``folder`` (mode 0755) or find it as a real directory of this user that no
+    one else may write in; raises ``OSError`` otherwise (/run/lock is writable by every
+    user: a folder or link made there by another must not choose where locks go)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(mode=0o755)
+    except FileExistsError:
+        pass
+    st = os.lstat(folder)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise OSError(errno.EPERM, f"{folder} is not a directory of this user that only it may write in")
+
+
 @contextmanager
 def held(path: Path, what: str, say: Callable[[str], None]) -> Iterator[None]:
-    """Hold an exclusive flock on ``path`` (made with its folder, mode 0644, its last
-    part never a symbolic link) inside the block, this process's pid written in it.
+    """Hold an exclusive flock on ``path`` (made with its folder, mode 0644; the folder a
+    directory of this user no one else may write in, the file a regular file of this
+    user with one link, never reached through a symbolic link) inside the block, this
+    process's pid written in it.
     While another process holds it, try again every ``POLL_S`` s, saying "waiting for
     ``what`` (held by pid N, S s so far; PATH)" after ``NOTE_AFTER_S`` s and every
     ``NOTE_EVERY_S`` s after; a signal handler that raises (Ctrl-C) ends the wait.
-    Raises ``OSError`` when the file cannot be made or opened."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    Raises ``OSError`` when the file cannot be made or opened, or is not as said."""
+    _own_folder(path.parent)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
     try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_nlink != 1:
+            raise OSError(errno.EPERM, "not a lock file of this user (another file type, owner or a hard link)")
         t0 = time.monotonic()
         next_note = t0 + NOTE_AFTER_S
         while True:

@@ -112,3 +112,28 @@ def test_a_lock_that_cannot_be_made_leaves_the_base_made_without_it_and_says_so(
         pass
     assert len(said) == 1 and said[0].startswith("base deb12: no lock against another run making it at the same "
                                                  f"time ({tmp_path / 'bases'}/") and said[0].endswith("going on without")
+
+
+def test_a_folder_or_file_someone_else_placed_is_refused_and_left_alone(tmp_path):
+    """/run/lock is writable by every user: a link, a shared folder or a hard link placed
+    at the lock's path never leads the run to write (or truncate) another file."""
+    precious = tmp_path / "precious"
+    precious.write_text("keep")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "linked").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OSError), runlocks.held(tmp_path / "linked" / "x.lock", "w", print):
+        pass
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    with pytest.raises(OSError), runlocks.held(shared / "x.lock", "w", print):
+        pass
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    os.link(precious, mine / "x.lock")
+    with pytest.raises(OSError), runlocks.held(mine / "x.lock", "w", print):
+        pass
+    os.mkfifo(mine / "y.lock")
+    with pytest.raises(OSError), runlocks.held(mine / "y.lock", "w", print):
+        pass
+    assert precious.read_text() == "keep" and list((tmp_path / "elsewhere").iterdir()) == []
