@@ -25,6 +25,7 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,8 +51,8 @@ def _owner_alive(name: str) -> bool:
     is still running; True where this cannot be told (not one of ours, no /proc)."""
     if start_time(os.getpid()) is None:
         return True  # no /proc: every pid would look gone
-    try:
-        _, pid, start = name.split("-", 2)
+    try:  # run-<pid>-<start>, or run-<pid>-<start>-<random> (a name taken: mkdtemp)
+        _, pid, start = name.split("-", 3)[:3]
         return start_time(int(pid)) == start
     except ValueError:
         return True  # not one of ours: leave it
@@ -77,6 +78,19 @@ def _private_base(base: Path) -> tuple[Path | None, bool]:
     return base, made
 
 
+MAKING_S = 60.0  # a directory without a lock this young may be a run's between mkdir and lock
+
+
+def _being_made(entry: Path) -> bool:
+    """Whether ``entry`` (a run directory with no lock file) changed in the last
+    ``MAKING_S`` seconds: a run in another pid namespace, whose name cannot be judged
+    from here, may be between making it and locking it (``_held_lock``)."""
+    try:
+        return time.time() - os.lstat(entry).st_mtime < MAKING_S
+    except OSError:
+        return False
+
+
 def _remove_if_dead(entry: Path) -> bool:
     """Remove run directory ``entry`` when its run is gone; True when removed. With a lock
     file, the run is gone when its lock can be taken, and the directory is removed under
@@ -84,7 +98,7 @@ def _remove_if_dead(entry: Path) -> bool:
     try:
         fd = os.open(entry / LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError:
-        if _owner_alive(entry.name):
+        if _owner_alive(entry.name) or _being_made(entry):
             return False
         shutil.rmtree(entry, ignore_errors=True)
         return True
@@ -122,6 +136,23 @@ def run_alive(directory: Path) -> bool:
     return False
 
 
+def _held_lock(directory: Path) -> int:
+    """This run's lock on ``directory`` (just made by this run): the file is made under
+    a temporary name, flock-ed, and only then linked as ``.lock``; returns its fd. A sweep
+    by another run that found ``.lock`` made but not yet locked would take the lock and
+    remove a live run's directory; until ``.lock`` appears a sweep judges the directory
+    by its name, which says this run is alive. Raises ``OSError``."""
+    fd, name = tempfile.mkstemp(prefix=f"{LOCK}-", dir=directory)  # mode 0600, O_EXCL
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.link(name, directory / LOCK)  # never over an existing file
+        os.unlink(name)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def sweep(base: Path) -> list[Path]:
     """Remove the scratch directories under ``base`` whose run is gone; returns them."""
     removed = []
@@ -149,8 +180,7 @@ def run_scratch(tmp: str | None = None) -> Iterator[Path]:
             mine.mkdir(mode=0o700)
         except FileExistsError:  # a live run's name (another pid namespace), or not ours
             mine = Path(tempfile.mkdtemp(prefix=f"{mine.name}-", dir=base))
-    lock = os.open(mine / LOCK, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    fcntl.flock(lock, fcntl.LOCK_EX)  # ours alone: the directory was just made
+    lock = _held_lock(mine)
     previous = tempfile.tempdir
     tempfile.tempdir = str(mine)
     refused = False

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -26,10 +27,21 @@ def test_a_dead_runs_directory_is_swept_a_live_one_kept(tmp_path):
     reused = tmp_path / f"run-{os.getpid()}-1"  # this pid, another start time: a dead run
     live = tmp_path / f"run-{os.getpid()}-{start_time(os.getpid())}"
     other = tmp_path / "run-notours"
-    for d in (dead, reused, live, other):
+    young = tmp_path / "run-999999999-1"  # no such pid, but made just now: maybe being made
+    for d in (dead, reused, live, other, young):
         (d / "tmp1" / "context").mkdir(parents=True)
+    for d in (dead, reused, live, other):
+        _age(d)
     assert sorted(sweep(tmp_path)) == sorted([dead, reused])
-    assert live.is_dir() and other.is_dir() and not dead.exists() and not reused.exists()
+    assert live.is_dir() and other.is_dir() and young.is_dir() and not dead.exists() and not reused.exists()
+    _age(young)
+    assert sweep(tmp_path) == [young]
+
+
+def _age(directory: Path, seconds: float = 3600.0) -> None:
+    """Set ``directory``'s times ``seconds`` back: a dead run's directory, not one being made."""
+    then = time.time() - seconds
+    os.utime(directory, (then, then))
 
 
 def test_everything_temporary_lives_in_the_runs_directory(tmp_path):
@@ -65,6 +77,7 @@ def test_a_held_stage_log_is_not_taken_by_another_process(tmp_path):
 def _stale(tmp_path: Path) -> Path:
     stale = tmp_path / f"stagecraft-{os.getuid()}" / "run-999999999-1"  # no such pid
     (stale / "rootfs").mkdir(parents=True)
+    _age(stale)
     return stale
 
 
@@ -164,3 +177,36 @@ def test_a_dead_runs_locked_directory_is_swept(tmp_path):
     alias = left.parent / f"run-{os.getpid()}-{start_time(os.getpid())}"  # this live process's name
     left.rename(alias)
     assert sweep(left.parent) == [alias] and not alias.exists()
+
+
+def test_a_sweep_at_the_instant_a_run_locks_leaves_the_run_alone(tmp_path, monkeypatch):
+    """Review s41: the run made ``.lock`` and then flock-ed it; another run's sweep in
+    between found the lock free and removed the live run's directory. At that instant (a
+    stand-in flock that runs another process's sweep first), the directory must stay."""
+    import fcntl
+
+    real_flock = fcntl.flock
+    swept: list[str] = []
+
+    def flock_after_a_sweep(fd, operation):
+        if operation == fcntl.LOCK_EX and not swept:
+            where = os.readlink(f"/proc/self/fd/{fd}")
+            proc = subprocess.run([sys.executable, "-c", _SWEEP, str(Path(where).parents[1]), str(ROOT)],
+                                  capture_output=True, text=True, timeout=60)
+            assert proc.returncode == 0, proc.stderr
+            swept.append(proc.stdout.strip())
+        return real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", flock_after_a_sweep)
+    with run_scratch(str(tmp_path)) as mine:
+        assert swept == ["[]"], "the sweep did not run at the instant the run locked"
+        assert mine.is_dir(), "another run's sweep removed this live run's directory"
+        (mine / "context").mkdir()
+    assert not mine.exists()
+
+
+_SWEEP = """import sys; sys.path.insert(0, sys.argv[2])
+from pathlib import Path
+from stagecraft.scratch import sweep
+print([str(p) for p in sweep(Path(sys.argv[1]))])
+"""
