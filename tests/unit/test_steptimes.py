@@ -179,3 +179,25 @@ def test_the_description_names_three_and_counts_the_rest():
     assert describe(entries, EPOCH).endswith(
         f"(layer 2: f1 ({EPOCH + 1}), layer 2: f2 ({EPOCH + 2}), layer 2: f3 ({EPOCH + 3}) and 2 more): "
         "exporting again with rewrite-timestamp")
+
+
+@pytest.mark.parametrize("reader", ["installed", "standard library"])
+def test_a_gzip_layer_cut_short_or_not_gzip_is_a_value_error_with_either_inflater(tmp_path, monkeypatch, reader):
+    """The layers are inflated by ISA-L where python-isal is installed, by the standard
+    library's gzip where not: the same entries, and a broken layer is the same
+    ``ValueError`` (check_export's rewrite route) with either, never another exception."""
+    import gzip as stdlib_gzip
+
+    from stagecraft import steptimes
+
+    if reader == "standard library":
+        monkeypatch.setattr(steptimes, "GzipReader", stdlib_gzip.GzipFile)
+    entries = [(f"d{i}/", EPOCH) for i in range(200)] + [("late", EPOCH + 3)]
+    layout, _ = _layout(tmp_path, [entries])
+    assert newer_entries(layout, EPOCH, set()) == [NewerEntry(0, "late", EPOCH + 3)]
+    blob = next(p for p in (layout / "blobs" / "sha256").iterdir() if p.stat().st_size > 1000)
+    whole = blob.read_bytes()
+    for broken in (whole[: len(whole) // 2], b"\x1f\x8b\x08\x00 not gzip at all", whole[:5]):
+        blob.write_bytes(broken)
+        with pytest.raises(ValueError, match="^layer 0 is not a readable tar"):
+            newer_entries(layout, EPOCH, set())
