@@ -86,7 +86,7 @@ def _being_made(entry: Path) -> bool:
     ``MAKING_S`` seconds: a run in another pid namespace, whose name cannot be judged
     from here, may be between making it and locking it (``_held_lock``)."""
     try:
-        return time.time() - os.lstat(entry).st_mtime < MAKING_S
+        return abs(time.time() - os.lstat(entry).st_mtime) < MAKING_S  # a clock stepped back too
     except OSError:
         return False
 
@@ -109,6 +109,15 @@ def _remove_if_dead(entry: Path) -> bool:
     except OSError:
         os.close(fd)
         return False  # held: the run is alive
+    try:  # the lock of the file now at .lock, not one a run removed as it ended (its
+        # directory then made again under the same name by a new run)
+        st, now = os.fstat(fd), os.lstat(entry / LOCK)
+        if st.st_nlink == 0 or (st.st_dev, st.st_ino) != (now.st_dev, now.st_ino):
+            os.close(fd)
+            return False
+    except OSError:
+        os.close(fd)
+        return False
     try:
         shutil.rmtree(entry, ignore_errors=True)
     finally:
@@ -138,15 +147,14 @@ def run_alive(directory: Path) -> bool:
 
 def _held_lock(directory: Path) -> int:
     """This run's lock on ``directory`` (just made by this run): the file is made under
-    a temporary name, flock-ed, and only then linked as ``.lock``; returns its fd. A sweep
+    a temporary name, flock-ed, and only then renamed ``.lock``; returns its fd. A sweep
     by another run that found ``.lock`` made but not yet locked would take the lock and
     remove a live run's directory; until ``.lock`` appears a sweep judges the directory
     by its name, which says this run is alive. Raises ``OSError``."""
     fd, name = tempfile.mkstemp(prefix=f"{LOCK}-", dir=directory)  # mode 0600, O_EXCL
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        os.link(name, directory / LOCK)  # never over an existing file
-        os.unlink(name)
+        os.rename(name, directory / LOCK)  # atomic; no link(2), which vfat, SMB and many FUSE lack
     except BaseException:
         os.close(fd)
         raise
@@ -180,7 +188,11 @@ def run_scratch(tmp: str | None = None) -> Iterator[Path]:
             mine.mkdir(mode=0o700)
         except FileExistsError:  # a live run's name (another pid namespace), or not ours
             mine = Path(tempfile.mkdtemp(prefix=f"{mine.name}-", dir=base))
-    lock = _held_lock(mine)
+    try:
+        lock = _held_lock(mine)
+    except BaseException:
+        shutil.rmtree(mine, ignore_errors=True)
+        raise
     previous = tempfile.tempdir
     tempfile.tempdir = str(mine)
     refused = False

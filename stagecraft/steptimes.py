@@ -131,16 +131,43 @@ def newer_entries(layout: Path, epoch: int, parent_diff_ids: set[str],
             raise ValueError(f"layer {i}: not a sha256 digest")
         try:
             with open(layout / "blobs" / "sha256" / hexdigest, "rb") as f, _inflated(f, layer) as raw, \
-                    tarfile.open(fileobj=raw, mode="r:") as tar:
+                    tarfile.open(fileobj=_Forward(raw), mode="r:") as tar:
                 while (member := tar.next()) is not None:
                     tar.members = []  # keep no list of what was read
                     if member.mtime > epoch:
                         found.append(NewerEntry(i, member.name, member.mtime))
                         if len(found) >= limit:
                             return found
-        except (tarfile.TarError, EOFError, BadGzipFile, InflateError, zlib.error) as exc:
+        except (tarfile.TarError, EOFError, BadGzipFile, InflateError, zlib.error, OverflowError,
+                MemoryError) as exc:  # OverflowError: ISA-L's for a gzip header over 512 KiB
             raise ValueError(f"layer {i} is not a readable tar ({exc})") from None
     return found
+
+
+class _Forward:
+    """A layer's tar for ``tarfile``'s seekable mode, which it reads forward only: a seek
+    back (a negative size in a broken header: the same member again and again, or the
+    archive's start, read as its end) and a header of more than ``MAX_HEADER`` bytes (a
+    PAX or GNU long-name header whose size is hostile) are a ``tarfile.ReadError``, as
+    they were for a tarfile stream."""
+
+    MAX_HEADER = 16 * 1024 * 1024
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw = raw
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        if whence != 0 or pos < self._raw.tell():
+            raise tarfile.ReadError("seeking backwards is not allowed")
+        return self._raw.seek(pos)
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or not 0 <= size <= self.MAX_HEADER:
+            raise tarfile.ReadError(f"a header of {size} bytes")
+        return self._raw.read(size)
 
 
 def _inflated(f: IO[bytes], layer: dict) -> IO[bytes]:
@@ -178,7 +205,7 @@ def check_export(layout: Path, dockerfile: str, epoch: int,
     """Whether the build of ``dockerfile`` exported to ``layout`` must be exported again
     with ``rewrite-timestamp``: an entry of a layer its FROM images lack (``layers_of``:
     an image reference's diff ids, [] when the engine has no such image) is newer than
-    ``epoch`` (s), or such a layer cannot be read here (zstd, a gzip of several members:
+    ``epoch`` (s), or such a layer cannot be read here (zstd, a broken or hostile tar:
     the rewrite makes it right all the same). The verdict is appended to the build log
     ``log_path`` (``describe``, or what could not be read). Raises ``OSError`` when the
     log cannot be written."""

@@ -36,6 +36,10 @@ def test_a_dead_runs_directory_is_swept_a_live_one_kept(tmp_path):
     assert live.is_dir() and other.is_dir() and young.is_dir() and not dead.exists() and not reused.exists()
     _age(young)
     assert sweep(tmp_path) == [young]
+    ahead = tmp_path / "run-999999999-2"  # dated an hour ahead (a clock stepped back)
+    ahead.mkdir()
+    _age(ahead, -3600.0)
+    assert sweep(tmp_path) == [ahead]
 
 
 def _age(directory: Path, seconds: float = 3600.0) -> None:
@@ -210,3 +214,53 @@ from pathlib import Path
 from stagecraft.scratch import sweep
 print([str(p) for p in sweep(Path(sys.argv[1]))])
 """
+
+
+_SLOW_SWEEP = """import sys, time, fcntl; sys.path.insert(0, sys.argv[2])
+real_flock = fcntl.flock
+
+def late_flock(fd, operation):
+    print("opened", flush=True)
+    sys.stdin.readline()  # held here, between its open of .lock and its flock
+    return real_flock(fd, operation)
+
+fcntl.flock = late_flock
+from pathlib import Path
+from stagecraft.scratch import sweep
+print([str(p) for p in sweep(Path(sys.argv[1]))], flush=True)
+"""
+
+
+def test_a_sweep_that_opened_an_ended_runs_lock_leaves_the_next_run_of_that_name_alone(tmp_path):
+    """Review s41: a sweep opened a live run's ``.lock``; that run ended (its directory
+    and lock removed) and a new run made the same name (same pid and start time: the same
+    process, or one in another pid namespace); the sweep then took the lock of the removed
+    file and removed the new, live directory by its path. It must check that the file it
+    locked is still the one at ``.lock``."""
+    with run_scratch(str(tmp_path)) as first:
+        sweeper = subprocess.Popen([sys.executable, "-c", _SLOW_SWEEP, str(first.parent), str(ROOT)],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert sweeper.stdout is not None and sweeper.stdin is not None
+        assert sweeper.stdout.readline().strip() == "opened"
+    with run_scratch(str(tmp_path)) as second:
+        assert second == first, "not the same name: the case is not reached"
+        (second / "work").write_text("in use")
+        sweeper.stdin.write("\n")
+        sweeper.stdin.flush()
+        said = sweeper.stdout.readline().strip()
+        sweeper.wait(timeout=60)
+        assert said == "[]" and (second / "work").is_file(), "a sweep removed a live run's directory"
+
+
+def test_a_lock_that_cannot_be_made_leaves_no_directory(tmp_path, monkeypatch):
+    """Where the lock cannot be put in place (a file system that refuses the rename: a
+    stand-in ``os.rename``), the run fails before it starts and takes its directory back:
+    no directory with only a half-made lock is left to pile up."""
+    def refused(src, dst, *args, **kwargs):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "rename", refused)
+    with pytest.raises(PermissionError), run_scratch(str(tmp_path)):
+        pass
+    monkeypatch.undo()
+    assert list((tmp_path / f"stagecraft-{os.getuid()}").iterdir()) == []

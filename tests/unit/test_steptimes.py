@@ -10,6 +10,8 @@ import gzip
 import hashlib
 import io
 import json
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -32,6 +34,7 @@ from stagecraft.steptimes import (
 from tests.conftest import ROOT
 from tests.unit.dockerfile_model import instructions
 
+ROOT = Path(__file__).resolve().parents[2]
 EPOCH = 1783764997
 MATRIX = load_matrix(ROOT / "matrix.yaml")
 CASES = [(s, p) for s in expand(MATRIX) for p in (s.platforms or ("linux/amd64",))]
@@ -201,3 +204,76 @@ def test_a_gzip_layer_cut_short_or_not_gzip_is_a_value_error_with_either_inflate
         blob.write_bytes(broken)
         with pytest.raises(ValueError, match="^layer 0 is not a readable tar"):
             newer_entries(layout, EPOCH, set())
+
+
+def _header(name: str, size_field: bytes, kind: bytes = b"0", mtime: int = EPOCH) -> bytes:
+    """A ustar header with the 12-byte size field as given (octal or base-256, as a
+    hostile or broken layer may carry it), checksum right."""
+    block = bytearray(512)
+    block[0:len(name)] = name.encode()
+    block[100:108], block[108:116], block[116:124] = b"0000644\0", b"0000000\0", b"0000000\0"
+    block[124:136] = size_field
+    block[136:148] = b"%011o\0" % mtime
+    block[156:157] = kind
+    block[257:265] = b"ustar\x0000"
+    block[148:156] = b" " * 8
+    block[148:156] = b"%06o\0 " % sum(block)
+    return bytes(block)
+
+
+def _base256(n: int) -> bytes:
+    return bytes([0xFF]) + ((1 << 88) + n).to_bytes(11, "big") if n < 0 else bytes([0x80]) + n.to_bytes(11, "big")
+
+
+_READ_LAYER = """import sys; sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from stagecraft.steptimes import newer_entries
+try:
+    print("entries", newer_entries(Path(sys.argv[2]), int(sys.argv[3]), set()))
+except ValueError as exc:
+    print("ValueError", exc)
+"""
+
+
+@pytest.mark.parametrize("case", ["size -512: its own header again", "PAX size -1024: the start, read as the end",
+                                  "GNU long name of 2^62 bytes", "PAX header of 2^40 bytes"])
+def test_a_hostile_size_is_a_value_error_not_a_loop_a_miss_or_an_allocation(tmp_path, case):
+    """Review s41: tarfile's seekable mode follows a negative size backwards (the new
+    reader allowed it: the same member for ever, or the archive's start read as its end,
+    hiding a later entry) and reads a long-name header of any size at once (MemoryError).
+    Each is now the ValueError that takes the rewrite route, within seconds."""
+    first = _header("first", b"%011o\0" % 0)
+    late = _header("late", b"%011o\0" % 0, mtime=EPOCH + 5)
+    if case.startswith("size -512"):
+        data = first + _header("loop", _base256(-512), mtime=EPOCH + 5)
+    elif case.startswith("PAX size"):
+        record = b"14 size=-1024\n"
+        data = (first + _header("././@PaxHeader", b"%011o\0" % len(record), kind=b"x")
+                + record.ljust(512, b"\0") + _header("f", b"%011o\0" % 0) + late)
+    elif case.startswith("GNU"):
+        data = first + _header("././@LongLink", _base256(1 << 62), kind=b"L") + b"A" * 1024 + late
+    else:
+        data = first + _header("././@PaxHeader", _base256(1 << 40), kind=b"x") + b"A" * 1024 + late
+    layout, _ = _layout(tmp_path, [[("placeholder", EPOCH)]])
+    blob = next(p for p in (layout / "blobs" / "sha256").iterdir() if p.stat().st_size > 100)
+    blob.write_bytes(gzip.compress(data + b"\0" * 4096, mtime=0))
+    proc = subprocess.run([sys.executable, "-c", _READ_LAYER, str(ROOT), str(layout), str(EPOCH)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("ValueError layer 0 is not a readable tar"), proc.stdout
+
+
+def test_a_layer_of_several_gzip_members_is_read_to_its_end(tmp_path):
+    """A gzip stream may be several members one after another (RFC 1952): the entries of
+    every member are read (the tarfile stream used before stopped after the first)."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, mtime in [("a", EPOCH), ("b", EPOCH), ("late", EPOCH + 2)]:
+            info = tarfile.TarInfo(name)
+            info.mtime = mtime
+            tar.addfile(info)
+    data = raw.getvalue()
+    layout, _ = _layout(tmp_path, [[("placeholder", EPOCH)]])
+    blob = next(p for p in (layout / "blobs" / "sha256").iterdir() if p.stat().st_size > 100)
+    blob.write_bytes(gzip.compress(data[:512], mtime=0) + gzip.compress(data[512:], mtime=0))
+    assert newer_entries(layout, EPOCH, set()) == [NewerEntry(0, "late", EPOCH + 2)]
