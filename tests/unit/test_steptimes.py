@@ -34,7 +34,6 @@ from stagecraft.steptimes import (
 from tests.conftest import ROOT
 from tests.unit.dockerfile_model import instructions
 
-ROOT = Path(__file__).resolve().parents[2]
 EPOCH = 1783764997
 MATRIX = load_matrix(ROOT / "matrix.yaml")
 CASES = [(s, p) for s in expand(MATRIX) for p in (s.platforms or ("linux/amd64",))]
