@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import imagetransfer
 from .bases import BaseImage
 from .cache import CacheSpec
 from .errors import BuildError
@@ -32,17 +33,17 @@ def take_base(engine: Engine, base: BaseImage, spec: CacheSpec,
         if not path.is_file():
             return f"no base at {where}"
         try:
-            engine.load_image(path)
+            imagetransfer.load_image(engine, path)
         except BuildError as exc:
             return str(exc)
     else:
-        digest = engine.registry_digest(where)
+        digest = imagetransfer.registry_digest(engine, where)
         if digest is None:
             return f"{where} is not in the registry, or the registry does not answer"
         repository = where.rsplit(":", 1)[0]
         pinned = f"{repository}@{digest}"
         try:
-            engine.tag(engine.pull_by_digest(repository, digest), base.ref)
+            engine.tag(imagetransfer.pull_by_digest(engine, repository, digest), base.ref)
         except BuildError as exc:
             return str(exc)
         say(f"base {base.name}: pulled {pinned} (shared by the runner that made it)")
@@ -64,16 +65,16 @@ def share_base(engine: Engine, base: BaseImage, spec: CacheSpec,
             return ""
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            engine.save_image(base.ref, path)
+            imagetransfer.save_image(engine, base.ref, path)
         except (OSError, BuildError) as exc:
             return f"cannot save the base to {where}: {exc}"
         say(f"base {base.name}: saved to {where} for other runners")
         return ""
-    if engine.registry_digest(where) is not None:
+    if imagetransfer.registry_digest(engine, where) is not None:
         return ""
     engine.tag(base.ref, where)
     try:
-        engine.push_image(where)
+        imagetransfer.push_image(engine, where)
     except BuildError as exc:
         return str(exc)
     finally:

@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from . import stalesnapshot
 from .errors import BuildError
 from .safetext import one_line
 
@@ -104,11 +105,17 @@ def remove(container: Any) -> None:
         pass
 
 
-def create(client: Any, ref: str, purpose: str, **kwargs: Any) -> Any:
-    """``client.containers.create(ref, labels=labels(purpose), **kwargs)``, after a
-    ``sweep``: the caller removes it (``remove``) in a ``finally``."""
-    sweep(client)
-    return client.containers.create(ref, labels=labels(purpose), **kwargs)
+def create(client: Any, ref: str, purpose: str, *, tag: str = "", sweep_first: bool = True,
+           **kwargs: Any) -> Any:
+    """``client.containers.create(ref, labels=labels(purpose, tag), **kwargs)``, after a
+    ``sweep`` (unless ``sweep_first`` is false: a caller making many, the catalog), made
+    once more where the engine's first answer was a snapshot directory its last crash
+    left (``stalesnapshot.once_more``). The caller removes it (``remove``) in a
+    ``finally``. Raises what ``containers.create`` raises."""
+    if sweep_first:
+        sweep(client)
+    return stalesnapshot.once_more(
+        lambda: client.containers.create(ref, labels=labels(purpose, tag), **kwargs))
 
 
 def run_once(client: Any, ref: str, argv: list[str], purpose: str, *, name: str = "",

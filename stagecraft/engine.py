@@ -1,5 +1,5 @@
-"""The Docker engine: the SDK for images (inspect, tag, import, pull, remove, save,
-load, push), and BuildKit builds through the docker client that ``buildpath`` found
+"""The Docker engine: the SDK for images (inspect, tag, import, pull, remove; moving one
+to or from a registry or an archive is ``imagetransfer``), and BuildKit builds through the docker client that ``buildpath`` found
 (its command line: ``buildpath.build_argv``; its output read by ``buildlog``; an OCI
 layout export loaded by ``layoutload``)."""
 
@@ -17,13 +17,14 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from . import platforms, retry, steptimes
+from . import platforms, stalesnapshot, steptimes
 from .buildlog import LOST_RE, BuildLog, failure_reason, name_taken, session_lost, step_started
 from .buildpath import Builder, build_argv, buildx_facts, detect_builder
 from .capabilities import EngineFacts
 from .errors import BuildError, InputError, NameTaken
 from .layoutload import load_layout
-from .safetext import cut_middle, cut_start
+from .safetext import cut_middle
+from .safetext import error_text as _short
 
 
 class Engine:
@@ -123,7 +124,7 @@ class Engine:
     def pull(self, ref: str) -> str:
         """Pull ``ref`` (pinned by digest); returns the image id. Raises BuildError."""
         try:
-            return self.client.images.pull(ref).id
+            return stalesnapshot.once_more(lambda: self.client.images.pull(ref)).id
         except docker.errors.DockerException as exc:
             raise BuildError(f"cannot pull {ref}: {_short(exc)}; on a host without registry "
                              "access use --base-source bootstrap") from None
@@ -155,8 +156,8 @@ class Engine:
             if not found:
                 raise BuildError(f"import of {repository}:{tag} ({platform}) left no image")
             return found
-        self.client.api.import_image_from_file(str(tarball), repository=repository, tag=tag,
-                                               changes=list(changes))
+        stalesnapshot.once_more(lambda: self.client.api.import_image_from_file(
+            str(tarball), repository=repository, tag=tag, changes=list(changes)))
         found = self.image_id(f"{repository}:{tag}")
         if not found:
             raise BuildError(f"import of {repository}:{tag} left no image")
@@ -181,7 +182,8 @@ class Engine:
         times (``steptimes``): ``rewrite-timestamp`` is used where the layout shows an entry newer
         than the epoch (built again from the cache just made, ``steptimes.again_args``; not after
         ``stop_builds``), or at once for a Dockerfile with COPY or ADD. A build that lost a shared
-        step's session is run once more (``session_lost``). Raises ``BuildError`` naming the log."""
+        step's session (``session_lost``), or met a snapshot directory the engine's last crash
+        left (``stalesnapshot``), is run once more. Raises ``BuildError`` naming the log."""
         layout = None
         rewrite = False
         if (source_date_epoch or provenance_dir) and self.rewrites_timestamps:
@@ -197,11 +199,13 @@ class Engine:
                               source_date_epoch=source_date_epoch, layout=layout,
                               rewrite_timestamps=rewrite, provenance=provenance_dir is not None,
                               metadata=metadata)
-            rc, tail = self._run_logged(argv, log_path, None if again else progress,
-                                        None if again else on_step, append=again)
-            if rc != 0 and session_lost(tail) and not again and not self._stopped:  # once
-                rc, tail = self._run_logged(argv, log_path, progress, on_step, append=True,
-                                            why="lost a shared step's session: building again")
+            shown, steps = (None, None) if again else (progress, on_step)
+            rc, tail = self._run_logged(argv, log_path, shown, steps, append=again)
+            if rc != 0 and not self._stopped:  # once
+                why = ("lost a shared step's session: building again" if session_lost(tail) and not again
+                       else stalesnapshot.WHY if stalesnapshot.said(*tail[-20:]) else "")
+                if why:
+                    rc, tail = self._run_logged(argv, log_path, shown, steps, append=True, why=why)
             if rc != 0 or not iidfile.exists():
                 self._raise_failed(rc, tail, log_path)
 
@@ -385,66 +389,3 @@ class Engine:
                 buildkit_reported=fields.get("buildkit", ""),
                 platforms=tuple(p.strip() for p in fields.get("platforms", "").split(",") if p.strip()))
         return self._facts
-
-    def pull_by_digest(self, repository: str, digest: str) -> str:
-        """Pull ``repository@digest``; returns the local image id. The image is looked up
-        by its pinned reference, else by the digest itself (the containerd image store
-        names images by manifest digest), a few times (the store may answer a moment
-        after the pull ends). Raises BuildError."""
-        pinned = f"{repository}@{digest}"
-        try:
-            for event in self.client.api.pull(repository, tag=digest, stream=True, decode=True):
-                if "error" in event:
-                    raise BuildError(f"cannot pull {pinned}: {str(event['error'])[:200]}")
-        except docker.errors.DockerException as exc:
-            raise BuildError(f"cannot pull {pinned}: {_short(exc)}") from None
-        found = retry.poll(lambda: self.image_id(pinned) or self.image_id(digest),
-                           tries=10, interval_s=0.5)
-        if found:
-            return found
-        raise BuildError(f"pulled {pinned}, but the engine does not list it")
-
-    def registry_digest(self, ref: str) -> str | None:
-        """The digest the registry gives for ``ref`` (asked by the daemon, from its own
-        network), or None when the registry has no such tag or does not answer."""
-        try:
-            return self.client.images.get_registry_data(ref).id
-        except docker.errors.DockerException:
-            return None
-
-    def save_image(self, ref: str, path: Path) -> None:
-        """``docker save`` of ``ref`` into the archive ``path`` (written to a temporary
-        name, then renamed). Raises BuildError."""
-        tmp = path.with_name(path.name + ".partial")
-        try:
-            with open(tmp, "wb") as out:
-                for chunk in self.client.images.get(ref).save(named=True):
-                    out.write(chunk)
-            tmp.replace(path)
-        except docker.errors.DockerException as exc:
-            tmp.unlink(missing_ok=True)
-            raise BuildError(f"cannot save {ref}: {_short(exc)}") from None
-
-    def load_image(self, path: Path) -> None:
-        """``docker load`` of the archive ``path``. Raises BuildError."""
-        try:
-            with open(path, "rb") as data:
-                self.client.images.load(data)
-        except docker.errors.DockerException as exc:
-            raise BuildError(f"cannot load {path}: {_short(exc)}") from None
-
-    def push_image(self, ref: str) -> None:
-        """Push ``ref`` with the credentials of the Docker config. Raises BuildError with
-        the registry's message (never the credentials)."""
-        repo, tag = ref.rsplit(":", 1)
-        try:
-            for event in self.client.api.push(repo, tag, stream=True, decode=True):
-                if "error" in event:
-                    raise BuildError(f"push of {ref} failed: {event['error']}")
-        except docker.errors.DockerException as exc:
-            raise BuildError(f"push of {ref} failed: {_short(exc)}") from None
-
-
-def _short(exc: Exception) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return cut_start(text, 200)  # an engine's error wraps outward: the cause is its end

@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from . import statefile
+from . import stalesnapshot, statefile
 from .buildlog import LOST_RE
 from .buildpath import Builder
 from .errors import BuildError
@@ -27,7 +27,9 @@ def load_layout(b: Builder, layout: Path, log_path: Path, provenance_dir: Path |
     for it (``image_id`` must then find it). When the layout holds an index of the image
     and BuildKit's attestation manifest, the SLSA provenance statement is written to
     ``provenance_dir`` (when given) and the image manifest alone is loaded, under the
-    index's name annotations. ``docker load``'s output is appended to ``log_path``. Raises
+    index's name annotations. ``docker load``'s output is appended to ``log_path``; a load
+    that met a snapshot directory the engine's last crash left is made once more
+    (``stalesnapshot``). Raises
     ``BuildError``, naming the engine when it stopped answering (``answers()`` false, or
     the client's words say the connection broke)."""
     try:
@@ -44,8 +46,35 @@ def load_layout(b: Builder, layout: Path, log_path: Path, provenance_dir: Path |
                 except OSError as exc:
                     raise BuildError(f"cannot write the build's provenance {out} "
                                      f"({exc.strerror or exc}); free space there and run again") from None
+    for attempt in (1, 2):
+        start, rc, tar_rc, tar_said = _load_once(b, layout, log_path, why=stalesnapshot.WHY if attempt > 1 else "")
+        if rc == 0 or tar_rc not in (0, -signal.SIGPIPE) or not _said_since(log_path, start, stalesnapshot.said):
+            break
+    tar_failed = tar_rc not in (0, -signal.SIGPIPE)  # SIGPIPE: docker load stopped reading
+    if tar_failed:
+        last = cut_middle(tar_said.splitlines()[-1], 200) if tar_said else "nothing on stderr"
+        raise BuildError(f"reading the build's OCI layout failed (tar exit {tar_rc}: {last}; "
+                         f"docker load exit {rc}); log: {log_path}")
+    if rc != 0 or tar_rc != 0:
+        said = _last_line(log_path, start)
+        if LOST_RE.search(said) or not answers():
+            raise BuildError(f"the Docker engine stopped answering while the built image was "
+                             f"loaded (docker load said{said or ' nothing'}); when `docker info` "
+                             f"answers again, run the same command; log: {log_path}")
+        raise BuildError(f"loading the built image failed (docker load exit {rc}, "
+                         f"tar exit {tar_rc}{said}); log: {log_path}")
+    if image_id(manifest) is None:
+        raise BuildError(f"the engine has no image {manifest[:19]} after loading it; log: {log_path}")
+    return manifest
+
+
+def _load_once(b: Builder, layout: Path, log_path: Path, why: str = "") -> tuple[int, int, int, str]:
+    """``tar -C layout -cf - . | <client> load`` once, its command line (after ``why``, a
+    ``# stagecraft:`` line, when given) and docker load's output appended to ``log_path``.
+    Returns ``(offset in the log where docker load's words start, docker load's exit
+    status, tar's, tar's own stderr: its first 4 KiB)``. Raises ``BuildError`` past an hour."""
     with open(log_path, "a", encoding="utf-8") as log:
-        log.write(f"$ tar -C {layout} -cf - . | {b.client} load\n")
+        log.write(f"# stagecraft: {why}\n" * bool(why) + f"$ tar -C {layout} -cf - . | {b.client} load\n")
         log.flush()
         start = log.tell()  # what docker load says comes after this
         tar_err = tempfile.TemporaryFile()  # tar's own words, apart from docker load's
@@ -65,24 +94,20 @@ def load_layout(b: Builder, layout: Path, log_path: Path, provenance_dir: Path |
         tar_err.seek(0)
         tar_said = tar_err.read(4096).decode("utf-8", "replace").strip()
         tar_err.close()
-        tar_failed = tar.returncode not in (0, -signal.SIGPIPE)  # SIGPIPE: docker load stopped reading
-        if tar_failed and tar_said:
+        if tar.returncode not in (0, -signal.SIGPIPE) and tar_said:
             log.write(f"tar: {tar_said}\n")
-    if tar_failed:
-        last = cut_middle(tar_said.splitlines()[-1], 200) if tar_said else "nothing on stderr"
-        raise BuildError(f"reading the build's OCI layout failed (tar exit {tar.returncode}: {last}; "
-                         f"docker load exit {proc.returncode}); log: {log_path}")
-    if proc.returncode != 0 or tar.returncode != 0:
-        said = _last_line(log_path, start)
-        if LOST_RE.search(said) or not answers():
-            raise BuildError(f"the Docker engine stopped answering while the built image was "
-                             f"loaded (docker load said{said or ' nothing'}); when `docker info` "
-                             f"answers again, run the same command; log: {log_path}")
-        raise BuildError(f"loading the built image failed (docker load exit {proc.returncode}, "
-                         f"tar exit {tar.returncode}{said}); log: {log_path}")
-    if image_id(manifest) is None:
-        raise BuildError(f"the engine has no image {manifest[:19]} after loading it; log: {log_path}")
-    return manifest
+    return start, proc.returncode, tar.returncode, tar_said
+
+
+def _said_since(log_path: Path, start: int, test: Callable[[str], bool], limit: int = 65536) -> bool:
+    """Whether ``test`` holds for the text written to ``log_path`` at or after byte
+    ``start`` (at most its last ``limit`` bytes)."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(max(f.seek(0, 2) - limit, start))
+            return test(f.read(limit).decode("utf-8", "replace"))
+    except OSError:
+        return False
 
 
 def _last_line(log_path: Path, start: int = 0, limit: int = 4096) -> str:

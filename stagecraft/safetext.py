@@ -94,6 +94,13 @@ def cut_start(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else "..." + text[-(limit - 3):]
 
 
+def error_text(exc: BaseException, limit: int = 200) -> str:
+    """An exception's first line (its type's name when it says nothing) at most ``limit``
+    characters, its end kept (``cut_start``: an engine's error wraps outward)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return cut_start(text, limit)
+
+
 def cut_middle(text: str, limit: int = 400) -> str:
     """``text`` at most ``limit`` characters, its start (what failed) and end (a wrapped
     error's cause) kept, the middle cut."""

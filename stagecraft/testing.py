@@ -275,9 +275,9 @@ def _run_once(engine: Engine, matrix: Matrix, spec: ImageSpec, ref: str, image_i
     suites = [str(matrix.root / t) for t in spec.tests]
     name = f"stagecraft-test-{spec.tag}-{uuid.uuid4().hex[:8]}"
     labels = container_labels(spec.tag)
-    container = engine.client.containers.create(
-        image_id, command=["sleep", "infinity"], name=name, labels=labels,
-        environment={"STAGECRAFT_QUIET": "1"})
+    container = containers.create(engine.client, image_id, "test", tag=spec.tag, sweep_first=False,
+                                  command=["sleep", "infinity"], name=name,
+                                  environment={"STAGECRAFT_QUIET": "1"})
     spec_file = ""
     try:
         container.start()

@@ -43,8 +43,8 @@ def _manifest(client: Any, ref: str) -> dict[str, Any] | None:
     """/etc/stagecraft/image.json of ``ref``, from a created container (never started)."""
     # Labelled as the run's, without a sweep per image: a catalog reads many images, and
     # the next run that starts a container (or `prune --yes`) sweeps what a kill left.
-    box = client.containers.create(ref, entrypoint=["/bin/true"], network_disabled=True,
-                                   labels=containers.labels("catalog"))
+    box = containers.create(client, ref, "catalog", sweep_first=False, entrypoint=["/bin/true"],
+                            network_disabled=True)
     try:
         stream, _ = box.get_archive(render.MANIFEST_PATH)
         data = bytearray()

@@ -1,5 +1,6 @@
 """A build that lost a shared step's session is run once more (stagecraft/buildlog.py
-``session_lost``; moby/buildkit#1432).
+``session_lost``; moby/buildkit#1432), and so is one that met a snapshot directory the
+engine's last crash left (stagecraft/stalesnapshot.py).
 
 Found by the fault suite (seed 20261373, trial 56): build.py was SIGKILLed alone while
 its buildx client ran a step; the next run's build of the same stage shared that step
@@ -11,20 +12,26 @@ docker CLI that fails as BuildKit did, then builds."""
 from __future__ import annotations
 
 import json
-import socketserver
-import threading
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
+from stagecraft import stalesnapshot
 from stagecraft.buildlog import BuildLog, session_lost
 from stagecraft.buildpath import Builder
 from stagecraft.engine import Engine
 from stagecraft.errors import BuildError
+from tests.unit.socket_engine import serving
 
 IMAGE = "sha256:" + "ab" * 32
 LOST = "ERROR: failed to solve: no active sessions"
+# Docker 26.1.5 (containerd 1.7.24) building after a directory was left at the next
+# snapshot's id: its first build failed so, the second built.
+STALE = ("ERROR: failed to solve: failed to read dockerfile: failed to prepare  as llsaoghdloo9am53q15eyi2on: "
+         "failed to rename: rename /var/lib/docker/containerd/daemon/io.containerd.snapshotter.v1.overlayfs/"
+         "snapshots/new-1684493458 /var/lib/docker/containerd/daemon/io.containerd.snapshotter.v1.overlayfs/"
+         "snapshots/989: file exists: unknown")
 
 
 class _Engine(BaseHTTPRequestHandler):
@@ -52,13 +59,8 @@ class _Engine(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def engine(tmp_path, monkeypatch):
-    sock = tmp_path / "engine.sock"
-    server = socketserver.ThreadingUnixStreamServer(str(sock), _Engine)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    monkeypatch.setenv("DOCKER_HOST", f"unix://{sock}")
-    yield tmp_path
-    server.shutdown()
-    server.server_close()
+    with serving(_Engine, tmp_path, monkeypatch):
+        yield tmp_path
 
 
 def standin_cli(tmp_path: Path, failures: list[str], wait_s: float = 0) -> Builder:
@@ -153,3 +155,23 @@ def test_session_lost_reads_the_end_of_the_output():
                              "#7 ERROR: process did not complete successfully: exit code: 3"])
     assert not session_lost(['ERROR: failed to solve: process "/bin/sh -c false" did not complete successfully: '
                              "exit code: 1"])
+
+
+def test_a_crashs_snapshot_directory_is_built_again_once(engine):
+    assert build(engine, standin_cli(engine, [STALE])) == IMAGE
+    assert calls(engine) == 2
+    assert f"# stagecraft: {stalesnapshot.WHY}" in (engine / "logs" / "stage.log").read_text()
+
+
+def test_twice_met_is_the_failure(engine):
+    with pytest.raises(BuildError, match="file exists"):
+        build(engine, standin_cli(engine, [STALE, STALE]))
+    assert calls(engine) == 2
+
+
+def test_one_more_build_in_all_whatever_the_causes(engine):
+    """A lost session, then a crash's directory: the second failure is the answer (one
+    build more per stage build, not one per cause)."""
+    with pytest.raises(BuildError, match="file exists"):
+        build(engine, standin_cli(engine, [LOST, STALE]))
+    assert calls(engine) == 2

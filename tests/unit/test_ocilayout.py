@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from stagecraft import stalesnapshot
 from stagecraft.buildpath import Builder
 from stagecraft.errors import BuildError
 from stagecraft.layoutload import load_layout
@@ -102,3 +103,60 @@ def test_a_failed_tar_is_named_with_its_own_words(layout, tmp_path, monkeypatch)
                        r"tar: ./blobs/sha256/x: Read error; docker load exit 0\)"):
         load_layout(b, layout, tmp_path / "load.log", None, lambda ref: None, lambda: True)
     assert "Read error" in (tmp_path / "load.log").read_text()
+
+
+def _client_failing_first(tmp_path: Path, words: list[str]) -> Builder:
+    """A ``docker load`` stand-in whose Nth call reads the stream, says ``words[N]`` and
+    exits 1 (while there is one), then says it loaded the image and exits 0; each
+    call's stream size goes to ``calls``."""
+    client = tmp_path / "docker"
+    (tmp_path / "words.json").write_text(json.dumps(words))
+    client.write_text(f"""#!/usr/bin/env python3
+import json, sys
+from pathlib import Path
+calls = Path({str(tmp_path / "calls")!r})
+n = len(calls.read_text().splitlines()) if calls.exists() else 0
+size = len(sys.stdin.buffer.read())
+with open(calls, "a") as f:
+    f.write(f"{{size}}\\n")
+words = json.loads(Path({str(tmp_path / "words.json")!r}).read_text())
+if n < len(words):
+    print(words[n])
+    sys.exit(1)
+print("Loaded image: rt:prov")
+""")
+    client.chmod(0o755)
+    return Builder(str(client), ("build",), (), "stand-in")
+
+
+STALE = ('failed to unpack loaded image: failed to prepare extraction snapshot "extract-822519334-eu-R '
+         'sha256:6bf04b4ca5e70a575cd1fd380d26772778072538c389ae7a082a6211cec3ebe1": failed to rename: rename '
+         '/var/lib/docker/containerd/daemon/io.containerd.snapshotter.v1.overlayfs/snapshots/new-2832745750 '
+         '/var/lib/docker/containerd/daemon/io.containerd.snapshotter.v1.overlayfs/snapshots/998: file exists: unknown')
+
+
+def test_a_load_that_met_a_crashs_snapshot_directory_is_made_once_more(layout, tmp_path):
+    """Docker 26.1.5 (containerd 1.7.24) refused the first load after a directory was
+    left at the next snapshot's id (stalesnapshot), then loaded: so does this."""
+    b = _client_failing_first(tmp_path, [STALE])
+    assert load_layout(b, layout, tmp_path / "load.log", None, lambda ref: ref) == IMAGE
+    sizes = (tmp_path / "calls").read_text().split()
+    assert len(sizes) == 2 and sizes[0] == sizes[1] != "0"  # the whole layout, both times
+    log = (tmp_path / "load.log").read_text()
+    assert log.count(" load\n") == 2 and STALE in log
+    assert f"# stagecraft: {stalesnapshot.WHY}" in log
+
+
+def test_refused_twice_the_load_fails_with_the_engines_words(layout, tmp_path):
+    b = _client_failing_first(tmp_path, [STALE, STALE])
+    with pytest.raises(BuildError, match=r"^loading the built image failed \(docker load exit 1, tar exit 0: "
+                       r"failed to unpack.*file exists: unknown\)"):
+        load_layout(b, layout, tmp_path / "load.log", None, lambda ref: ref)
+    assert len((tmp_path / "calls").read_text().split()) == 2
+
+
+def test_a_load_that_failed_otherwise_is_not_made_again(layout, tmp_path):
+    b = _client_failing_first(tmp_path, ["Error processing tar file(exit status 1): no space left on device"])
+    with pytest.raises(BuildError, match="no space left on device"):
+        load_layout(b, layout, tmp_path / "load.log", None, lambda ref: ref)
+    assert len((tmp_path / "calls").read_text().split()) == 1

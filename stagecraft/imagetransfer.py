@@ -1,0 +1,97 @@
+"""Moving an image between the engine and a registry or an archive, through the docker
+SDK: a pull by digest, the registry's digest for a tag, ``docker save`` and ``docker
+load`` of an archive, a push. The base cache (``basecache``) uses them; a pull or load
+that met a snapshot directory the engine's last crash left is made once more
+(``stalesnapshot``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import docker
+import docker.errors
+
+from . import retry, stalesnapshot
+from .errors import BuildError
+from .safetext import error_text as _short
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+
+def pull_by_digest(engine: Engine, repository: str, digest: str) -> str:
+    """Pull ``repository@digest``; returns the local image id. The image is looked up
+    by its pinned reference, else by the digest itself (the containerd image store
+    names images by manifest digest), a few times (the store may answer a moment
+    after the pull ends). Raises BuildError."""
+    pinned = f"{repository}@{digest}"
+
+    def pull() -> None:
+        for event in engine.client.api.pull(repository, tag=digest, stream=True, decode=True):
+            if "error" in event:
+                error = str(event["error"])
+                if stalesnapshot.said(error):  # the stream's error: asked once more, as an answer's
+                    raise docker.errors.APIError(error)
+                raise BuildError(f"cannot pull {pinned}: {error[:200]}")
+
+    try:
+        stalesnapshot.once_more(pull)
+    except docker.errors.DockerException as exc:
+        raise BuildError(f"cannot pull {pinned}: {_short(exc)}") from None
+    found = retry.poll(lambda: engine.image_id(pinned) or engine.image_id(digest),
+                       tries=10, interval_s=0.5)
+    if found:
+        return found
+    raise BuildError(f"pulled {pinned}, but the engine does not list it")
+
+
+
+def registry_digest(engine: Engine, ref: str) -> str | None:
+    """The digest the registry gives for ``ref`` (asked by the daemon, from its own
+    network), or None when the registry has no such tag or does not answer."""
+    try:
+        return engine.client.images.get_registry_data(ref).id
+    except docker.errors.DockerException:
+        return None
+
+
+
+def save_image(engine: Engine, ref: str, path: Path) -> None:
+    """``docker save`` of ``ref`` into the archive ``path`` (written to a temporary
+    name, then renamed). Raises BuildError."""
+    tmp = path.with_name(path.name + ".partial")
+    try:
+        with open(tmp, "wb") as out:
+            for chunk in engine.client.images.get(ref).save(named=True):
+                out.write(chunk)
+        tmp.replace(path)
+    except docker.errors.DockerException as exc:
+        tmp.unlink(missing_ok=True)
+        raise BuildError(f"cannot save {ref}: {_short(exc)}") from None
+
+
+
+def load_image(engine: Engine, path: Path) -> None:
+    """``docker load`` of the archive ``path``. Raises BuildError."""
+    def load() -> None:
+        with open(path, "rb") as data:
+            engine.client.images.load(data)
+
+    try:
+        stalesnapshot.once_more(load)
+    except docker.errors.DockerException as exc:
+        raise BuildError(f"cannot load {path}: {_short(exc)}") from None
+
+
+
+def push_image(engine: Engine, ref: str) -> None:
+    """Push ``ref`` with the credentials of the Docker config. Raises BuildError with
+    the registry's message (never the credentials)."""
+    repo, tag = ref.rsplit(":", 1)
+    try:
+        for event in engine.client.api.push(repo, tag, stream=True, decode=True):
+            if "error" in event:
+                raise BuildError(f"push of {ref} failed: {event['error']}")
+    except docker.errors.DockerException as exc:
+        raise BuildError(f"push of {ref} failed: {_short(exc)}") from None

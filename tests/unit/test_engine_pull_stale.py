@@ -1,0 +1,98 @@
+"""A pull whose stream ended in the snapshotter's words for a directory the engine's
+crash left (stagecraft/stalesnapshot.py) is made once more (``imagetransfer.pull_by_digest``:
+the base cache's pull). The engine is a stand-in at the lowest level: an HTTP server on
+a Unix socket answering as Docker 26 does, whose first pull stream ends in an error
+event with the words Docker 26.1.5 gave for ``docker load``, the second in success."""
+
+from __future__ import annotations
+
+import json
+from http.server import BaseHTTPRequestHandler
+
+import pytest
+
+from stagecraft import imagetransfer
+from stagecraft.engine import Engine
+from stagecraft.errors import BuildError
+from tests.unit.socket_engine import serving
+
+DIGEST = "sha256:" + "cd" * 32
+IMAGE = "sha256:" + "ef" * 32
+STALE = ("failed to prepare extraction snapshot \"extract-1 sha256:ab\": failed to rename: rename "
+         "/var/lib/docker/containerd/daemon/io.containerd.snapshotter.v1.overlayfs/snapshots/new-2832745750 "
+         "/var/lib/docker/containerd/daemon/io.containerd.snapshotter.v1.overlayfs/snapshots/998: file exists: unknown")
+
+
+class _Engine(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    errors: list[str] = []  # the error of each pull stream, in order ("": the pull completes)
+    pulls: list[str] = []
+
+    def _send(self, code: int, body: bytes) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Api-Version", "1.45")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        self.close_connection = True
+
+    def do_GET(self) -> None:
+        if self.path.endswith("/_ping"):
+            self._send(200, b"OK")
+        elif self.path.endswith("/version"):
+            self._send(200, json.dumps({"ApiVersion": "1.45", "Version": "26.1.5", "Os": "linux"}).encode())
+        elif "/images/" in self.path and self.path.endswith("/json") and len(self.pulls) > len(self.errors):
+            self._send(200, json.dumps({"Id": IMAGE}).encode())  # there once a pull completed
+        else:
+            self._send(404, json.dumps({"message": "No such image"}).encode())
+
+    def do_POST(self) -> None:
+        if "/images/create" not in self.path:
+            return self._send(404, b"{}")
+        n = len(self.pulls)
+        self.pulls.append(self.path)
+        events = [{"status": "Pulling from six", "id": DIGEST[7:19]}]
+        error = self.errors[n] if n < len(self.errors) else ""
+        events.append({"errorDetail": {"message": error}, "error": error} if error else
+                      {"status": f"Digest: {DIGEST}"})
+        self.send_response(200)  # chunked, one event a chunk, as the engine streams it
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Api-Version", "1.45")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for e in events:
+            data = json.dumps(e).encode() + b"\r\n"
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.write(b"0\r\n\r\n")
+        self.close_connection = True
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def engine(tmp_path, monkeypatch):
+    _Engine.pulls = []
+    with serving(_Engine, tmp_path, monkeypatch):
+        yield _Engine
+
+
+def test_a_pull_that_met_a_crashs_directory_is_made_once_more(engine):
+    engine.errors = [STALE]
+    assert imagetransfer.pull_by_digest(Engine(), "registry.test/six", DIGEST) == IMAGE
+    assert len(engine.pulls) == 2
+
+
+def test_refused_twice_the_pull_fails_with_the_engines_words(engine):
+    engine.errors = [STALE, STALE]
+    with pytest.raises(BuildError, match=r"^cannot pull registry\.test/six@sha256:cd.*file exists"):
+        imagetransfer.pull_by_digest(Engine(), "registry.test/six", DIGEST)
+    assert len(engine.pulls) == 2
+
+
+def test_another_stream_error_is_not_made_again(engine):
+    engine.errors = ["manifest unknown"]
+    with pytest.raises(BuildError, match=r"^cannot pull registry\.test/six@sha256:(cd)+: manifest unknown$"):
+        imagetransfer.pull_by_digest(Engine(), "registry.test/six", DIGEST)
+    assert len(engine.pulls) == 1
