@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import platforms
+from . import imagetransfer, platforms
 from .errors import BuildError, InputError
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ def ensure_base(engine: Engine, base: BaseImage, log: Callable[[str], None]) -> 
         return found
     if base.source == "pull":
         log(f"base {base.name}: pulling {base.ref}")
-        return engine.pull(base.ref)
+        return imagetransfer.pull_ref(engine, base.ref)
     return _bootstrap(engine, base, log)
 
 

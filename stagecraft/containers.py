@@ -108,10 +108,11 @@ def remove(container: Any) -> None:
 def create(client: Any, ref: str, purpose: str, *, tag: str = "", sweep_first: bool = True,
            **kwargs: Any) -> Any:
     """``client.containers.create(ref, labels=labels(purpose, tag), **kwargs)``, after a
-    ``sweep`` (unless ``sweep_first`` is false: a caller making many, the catalog), made
-    once more where the engine's first answer was a snapshot directory its last crash
-    left (``stalesnapshot.once_more``). The caller removes it (``remove``) in a
-    ``finally``. Raises what ``containers.create`` raises."""
+    ``sweep`` (unless ``sweep_first`` is false: the catalog's, one per image, and the
+    suites' container, which never swept), made once more where the engine's first
+    answer was a directory at a new snapshot's id (``stalesnapshot.once_more``). The
+    caller removes it (``remove``) in a ``finally``. Raises what
+    ``client.containers.create`` raises."""
     if sweep_first:
         sweep(client)
     return stalesnapshot.once_more(

@@ -1,7 +1,7 @@
-"""The Docker engine: the SDK for images (inspect, tag, import, pull, remove; moving one
-to or from a registry or an archive is ``imagetransfer``), and BuildKit builds through the docker client that ``buildpath`` found
-(its command line: ``buildpath.build_argv``; its output read by ``buildlog``; an OCI
-layout export loaded by ``layoutload``)."""
+"""The Docker engine: the SDK for images (inspect, tag, import, remove; moving one to or
+from a registry or an archive is ``imagetransfer``), and BuildKit builds through the
+docker client that ``buildpath`` found (its command line: ``buildpath.build_argv``; its
+output read by ``buildlog``; an OCI layout export loaded by ``layoutload``)."""
 
 from __future__ import annotations
 
@@ -121,14 +121,6 @@ class Engine:
             raise BuildError(f"the Docker engine did not say its ID (docker info: {_short(exc)}); "
                              "no tag was moved: run again once `docker info` answers") from None
 
-    def pull(self, ref: str) -> str:
-        """Pull ``ref`` (pinned by digest); returns the image id. Raises BuildError."""
-        try:
-            return stalesnapshot.once_more(lambda: self.client.images.pull(ref)).id
-        except docker.errors.DockerException as exc:
-            raise BuildError(f"cannot pull {ref}: {_short(exc)}; on a host without registry "
-                             "access use --base-source bootstrap") from None
-
     def import_tarball(self, tarball: Path, repository: str, tag: str,
                        changes: Iterable[str] = (), platform: str = "",
                        source_date_epoch: int = 0) -> str:
@@ -203,7 +195,7 @@ class Engine:
             rc, tail = self._run_logged(argv, log_path, shown, steps, append=again)
             if rc != 0 and not self._stopped:  # once
                 why = ("lost a shared step's session: building again" if session_lost(tail) and not again
-                       else stalesnapshot.WHY if stalesnapshot.said(*tail[-20:]) else "")
+                       else stalesnapshot.WHY if stalesnapshot.build_met(tail) else "")
                 if why:
                     rc, tail = self._run_logged(argv, log_path, shown, steps, append=True, why=why)
             if rc != 0 or not iidfile.exists():
@@ -221,7 +213,7 @@ class Engine:
                     raise BuildError(f"stopped before the export with rewrite-timestamp; log: {log_path}")
                 run(True, again=True)
             return load_layout(self.builder, layout, log_path, provenance_dir, self.image_id,
-                               self.answers)
+                               self.answers, stopped=lambda: self._stopped)
         finally:
             shutil.rmtree(layout, ignore_errors=True)
 

@@ -20,7 +20,8 @@ from .safetext import cut_middle
 
 
 def load_layout(b: Builder, layout: Path, log_path: Path, provenance_dir: Path | None,
-                image_id: Callable[[str], str | None], answers: Callable[[], bool] = lambda: True) -> str:
+                image_id: Callable[[str], str | None], answers: Callable[[], bool] = lambda: True,
+                stopped: Callable[[], bool] = lambda: False) -> str:
     """Load the single image of the OCI layout directory ``layout`` (a build's
     ``--output type=oci,tar=false``) into the engine through the client of ``b``
     (``docker load`` of it as a tar stream); returns its manifest digest, the engine's id
@@ -28,8 +29,8 @@ def load_layout(b: Builder, layout: Path, log_path: Path, provenance_dir: Path |
     and BuildKit's attestation manifest, the SLSA provenance statement is written to
     ``provenance_dir`` (when given) and the image manifest alone is loaded, under the
     index's name annotations. ``docker load``'s output is appended to ``log_path``; a load
-    that met a snapshot directory the engine's last crash left is made once more
-    (``stalesnapshot``). Raises
+    that met a directory at a new snapshot's id is made once more (``stalesnapshot``),
+    unless ``stopped()`` says a stop was asked for meanwhile (Ctrl-C, SIGTERM). Raises
     ``BuildError``, naming the engine when it stopped answering (``answers()`` false, or
     the client's words say the connection broke)."""
     try:
@@ -48,7 +49,8 @@ def load_layout(b: Builder, layout: Path, log_path: Path, provenance_dir: Path |
                                      f"({exc.strerror or exc}); free space there and run again") from None
     for attempt in (1, 2):
         start, rc, tar_rc, tar_said = _load_once(b, layout, log_path, why=stalesnapshot.WHY if attempt > 1 else "")
-        if rc == 0 or tar_rc not in (0, -signal.SIGPIPE) or not _said_since(log_path, start, stalesnapshot.said):
+        if (rc == 0 or tar_rc not in (0, -signal.SIGPIPE) or stopped()
+                or not _said_since(log_path, start, stalesnapshot.said)):
             break
     tar_failed = tar_rc not in (0, -signal.SIGPIPE)  # SIGPIPE: docker load stopped reading
     if tar_failed:

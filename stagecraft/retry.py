@@ -4,8 +4,9 @@
 exceptions ``retry_if`` accepts with the policy's exponential backoff, and says each
 retry through ``on_retry``; ``poll(fn, tries, interval_s)`` asks ``fn`` until it answers
 something truthy. Publishing (transient registry errors), the builder (transient engine
-errors) and the engine (an image the store lists a moment after a pull) use them; a test
-passes ``sleep`` to see the delays without waiting them.
+errors), the image transfers (an image the store lists a moment after a pull) and
+``stalesnapshot`` (one request more) use them; a test passes ``sleep`` to see the delays
+without waiting them.
 """
 
 from __future__ import annotations

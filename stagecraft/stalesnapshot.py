@@ -17,9 +17,11 @@ BuildKit build (each failed once with these words, then worked), and by the faul
 (a CI run's seed 1796663260: the engine killed mid-push, the next run's first request
 refused with them).
 
-``said(text)`` finds the words; ``once_more(fn)`` makes a docker SDK request a second time
-when its first answer was this. The build and ``docker load`` paths check their output
-with ``said`` and run once more themselves (``engine.Engine.build``, ``layoutload``).
+``said(*texts)`` finds the words in an engine's answer; ``build_met(lines)`` in a failed
+build's output, where only BuildKit's own error line counts (a step may print anything);
+``once_more(fn)`` makes a docker SDK request a second time when its first answer was
+this. The build and ``docker load`` paths check their output and run once more
+themselves (``engine.Engine.build``, ``layoutload``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ from .retry import RetryPolicy
 T = TypeVar("T")
 
 STALE_RE = re.compile(r"failed to rename: rename \S*/snapshots/new-\d+ \S*/snapshots/\d+: file exists")
+# BuildKit's own error line, the words its end: "#1 ERROR: failed to prepare ...: <words>:
+# unknown" or "ERROR: failed to solve: ...: <words>: unknown". A step's output comes as
+# "#7 0.41 ...", and a failed step's last line ends "did not complete successfully: exit
+# code: N", so neither is taken for it whatever the step printed.
+BUILD_RE = re.compile(r"^(?:#\d+ )?ERROR: .*" + STALE_RE.pattern + r"(?:: unknown)?$")
 WHY = ("the engine's snapshot store held a directory at a new snapshot's id (what a crash of the "
        "engine leaves; containerd removes it as the request fails): trying once more")
 # Once more, at once: the failed request itself removed the directory.
@@ -45,6 +52,12 @@ def said(*texts: str) -> bool:
     output) carries the snapshotter's words for a directory left at a new snapshot's id
     (module docstring)."""
     return any(STALE_RE.search(t) for t in texts)
+
+
+def build_met(lines: list[str]) -> bool:
+    """Whether one of a failed build's last 20 output lines (``--progress=plain``) is
+    BuildKit's error for a directory at a new snapshot's id (``BUILD_RE``)."""
+    return any(BUILD_RE.match(ln.strip()) for ln in lines[-20:])
 
 
 def once_more(fn: Callable[[], T]) -> T:

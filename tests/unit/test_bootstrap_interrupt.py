@@ -98,11 +98,13 @@ def test_an_interrupted_bootstrap_leaves_no_mount_no_process_and_no_directory(tm
                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 30
-        while not ready.exists():
+        # READY comes just before the stand-in's exec into the marked process: wait for both
+        # (a loaded machine ran the check between the two).
+        while not (ready.exists() and _marked(mark)):
             assert child.poll() is None, child.communicate()
-            assert time.monotonic() < deadline, "the stand-in never started"
+            assert time.monotonic() < deadline, ("the stand-in's process is not running" if ready.exists()
+                                                 else "the stand-in never started")
             time.sleep(0.05)
-        assert _marked(mark), "the stand-in's process is not running"
         if signum == signal.SIGINT:  # Ctrl-C: the terminal signals the whole foreground group
             os.killpg(child.pid, signum)
         else:  # `kill PID`, as a supervisor stops the run

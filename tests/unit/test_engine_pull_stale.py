@@ -96,3 +96,20 @@ def test_another_stream_error_is_not_made_again(engine):
     with pytest.raises(BuildError, match=r"^cannot pull registry\.test/six@sha256:(cd)+: manifest unknown$"):
         imagetransfer.pull_by_digest(Engine(), "registry.test/six", DIGEST)
     assert len(engine.pulls) == 1
+
+
+def test_a_base_pull_by_reference_is_made_once_more(engine):
+    """``imagetransfer.pull_ref`` (a base by its pinned reference): the SDK's ``images.pull`` reads
+    past an error in the stream (review: no second pull, and the message was the lookup's
+    404), so the stream is read here too."""
+    engine.errors = [STALE]
+    assert imagetransfer.pull_ref(Engine(), f"registry.test/six@{DIGEST}") == IMAGE
+    assert len(engine.pulls) == 2
+
+
+def test_a_base_pull_refused_twice_says_the_engines_words_and_what_to_do(engine):
+    engine.errors = [STALE, STALE]
+    with pytest.raises(BuildError, match=r"^cannot pull registry\.test/six@sha256:(cd)+: .*file exists: unknown; "
+                       r"on a host without registry access use --base-source bootstrap$"):
+        imagetransfer.pull_ref(Engine(), f"registry.test/six@{DIGEST}")
+    assert len(engine.pulls) == 2

@@ -175,3 +175,19 @@ def test_one_more_build_in_all_whatever_the_causes(engine):
     with pytest.raises(BuildError, match="file exists"):
         build(engine, standin_cli(engine, [LOST, STALE]))
     assert calls(engine) == 2
+
+
+def test_a_step_that_printed_the_words_is_not_built_again(engine):
+    """A RUN step that failed for its own reasons, having printed containerd's words (review:
+    any line of the tail counted): built once."""
+    said = ("failed to rename: rename /var/lib/docker/containerd/daemon/io.containerd.snapshotter.v1.overlayfs/"
+            "snapshots/new-1 /var/lib/docker/containerd/daemon/io.containerd.snapshotter.v1.overlayfs/snapshots/2: "
+            "file exists")
+    failure = "\n".join([f"#4 0.41 {said}", f'#4 ERROR: process "/bin/sh -c echo {said}" did not complete '
+                          "successfully: exit code: 1", f"0.41 {said}",
+                          f'ERROR: failed to solve: process "/bin/sh -c echo {said}" did not complete '
+                          "successfully: exit code: 1"])
+    with pytest.raises(BuildError):
+        build(engine, standin_cli(engine, [failure]))
+    assert calls(engine) == 1
+    assert stalesnapshot.WHY not in (engine / "logs" / "stage.log").read_text()

@@ -160,3 +160,12 @@ def test_a_load_that_failed_otherwise_is_not_made_again(layout, tmp_path):
     with pytest.raises(BuildError, match="no space left on device"):
         load_layout(b, layout, tmp_path / "load.log", None, lambda ref: ref)
     assert len((tmp_path / "calls").read_text().split()) == 1
+
+
+def test_after_a_stop_no_second_load(layout, tmp_path):
+    """Ctrl-C or SIGTERM came while the first load ran (review): the load that met the
+    directory is not made again, and the failure is the first load's."""
+    b = _client_failing_first(tmp_path, [STALE])
+    with pytest.raises(BuildError, match="file exists"):
+        load_layout(b, layout, tmp_path / "load.log", None, lambda ref: ref, stopped=lambda: True)
+    assert len((tmp_path / "calls").read_text().split()) == 1

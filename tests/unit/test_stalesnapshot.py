@@ -89,3 +89,30 @@ def test_anything_else_is_raised_at_once(error):
     with pytest.raises(type(error)):
         stalesnapshot.once_more(engine)
     assert engine.calls == 1
+
+
+# BuildKit's own lines as Docker 26.1.5 printed them (a build's first after the directory
+# was left: the Dockerfile's snapshot), and what a step may print that must not count.
+BUILD_SOLVE = (f"ERROR: failed to solve: failed to read dockerfile: failed to prepare  as "
+               f"llsaoghdloo9am53q15eyi2on: failed to rename: rename {ROOT}/new-1684493458 {ROOT}/989: "
+               f"file exists: unknown")
+STEP_SAID = f"failed to rename: rename {ROOT}/new-1 {ROOT}/2: file exists"
+
+
+@pytest.mark.parametrize("lines", [[BUILD], [BUILD, "------", BUILD_SOLVE], ["#1 DONE 0.0s", BUILD_SOLVE]],
+                         ids=["vertex", "both", "solve"])
+def test_a_build_that_met_it_is_known_by_buildkits_own_line(lines):
+    assert stalesnapshot.build_met(lines)
+
+
+@pytest.mark.parametrize("lines", [
+    [f"#7 0.41 {STEP_SAID}"],  # the step's own output
+    [f"0.41 {STEP_SAID}"],  # BuildKit's trailer repeating it
+    [f"   5 | >>> RUN echo '{STEP_SAID}'"],  # the Dockerfile excerpt
+    [f'#7 ERROR: process "/bin/sh -c echo {STEP_SAID}" did not complete successfully: exit code: 1'],
+    [f'ERROR: failed to solve: process "/bin/sh -c echo {STEP_SAID}" did not complete successfully: '
+     "exit code: 1"],
+    [BUILD] + ["#8 more"] * 20,  # long before the end: not what failed
+], ids=["step-output", "trailer", "excerpt", "step-error", "solve-of-step", "long-before"])
+def test_what_a_step_printed_is_not_taken_for_it(lines):
+    assert not stalesnapshot.build_met(lines)
