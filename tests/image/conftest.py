@@ -8,11 +8,47 @@ image's expectations, taken from matrix.yaml (see stagecraft/testing.py).
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import docker
 import pytest
+import testinfra.host
+from testinfra.backend.base import CommandResult
+from testinfra.backend.docker import DockerBackend
+
+# runc's words when an exec's process could not be started in the container (its init
+# died before the command ran: "waiting for init preliminary setup: read init-p:
+# connection reset by peer", seen once in 2026-12-07's fault suite, trial 42 of seed
+# 20261398); the docker CLI prints them on stdout and exits 126. Nothing ran, so the
+# command is run again.
+EXEC_NOT_STARTED = "OCI runtime exec failed: exec failed: unable to start container process"
+EXEC_TRIES = 3
+
+
+class StartedExecDocker(DockerBackend):
+    """testinfra's docker backend (``docker exec``), whose command is run again, up to
+    ``EXEC_TRIES`` times 0.5 s apart, when runc could not start its process
+    (``EXEC_NOT_STARTED``, exit 126): a case never reads runc's words as the command's
+    output."""
+
+    def run(self, command: str, *args: str, **kwargs: Any) -> CommandResult:
+        for attempt in range(1, EXEC_TRIES + 1):
+            out = super().run(command, *args, **kwargs)
+            if out.rc != 126 or EXEC_NOT_STARTED not in out.stdout + out.stderr or attempt == EXEC_TRIES:
+                return out
+            time.sleep(0.5)
+        raise AssertionError("unreachable")
+
+
+@pytest.fixture(scope="module")
+def host(_testinfra_host: testinfra.host.Host) -> testinfra.host.Host:
+    """testinfra's ``host`` (``--hosts=docker://<container>``), through ``StartedExecDocker``."""
+    backend = _testinfra_host.backend
+    if type(backend) is not DockerBackend:
+        return _testinfra_host
+    return testinfra.host.Host(StartedExecDocker(f"{backend.user}@{backend.name}" if backend.user else backend.name))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -77,8 +77,11 @@ def test_home_holds_nothing_the_user_cannot_write(host, spec):
 
 
 def test_tmp_holds_nothing_from_the_build(host, spec):
-    left = host.run("find /tmp /var/tmp -mindepth 1 -maxdepth 1 ! -name 'stagecraft-*' "
-                    "! -name 'jupyter-*' -print").stdout.split()
+    found = host.run("find /tmp /var/tmp -mindepth 1 -maxdepth 1 ! -name 'stagecraft-*' "
+                     "! -name 'jupyter-*' -print")
+    # Its exit status first: an exec that failed said why on stdout (fault suite, seed 20261398).
+    assert found.rc == 0, f"{spec['tag']}: find exited {found.rc}: {(found.stdout + found.stderr)[-500:]}"
+    left = found.stdout.split()
     assert left == [], f"{spec['tag']}: build leftovers in /tmp: {left}"
 
 
