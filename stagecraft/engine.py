@@ -174,8 +174,8 @@ class Engine:
         times (``steptimes``): ``rewrite-timestamp`` is used where the layout shows an entry newer
         than the epoch (built again from the cache just made, ``steptimes.again_args``; not after
         ``stop_builds``), or at once for a Dockerfile with COPY or ADD. A build that lost a shared
-        step's session (``session_lost``), or met a snapshot directory the engine's last crash
-        left (``stalesnapshot``), is run once more. Raises ``BuildError`` naming the log."""
+        step's session (``session_lost``), or met a directory at a new snapshot's id (what an
+        engine's crash leaves: ``stalesnapshot``), is run once more. Raises ``BuildError`` naming the log."""
         layout = None
         rewrite = False
         if (source_date_epoch or provenance_dir) and self.rewrites_timestamps:

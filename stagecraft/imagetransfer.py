@@ -1,8 +1,8 @@
 """Moving an image between the engine and a registry or an archive, through the docker
-SDK: a pull (by tag or by digest), the registry's digest for a tag, ``docker save`` and ``docker
-load`` of an archive, a push. The bases (``bases``: a pulled base) and the base cache (``basecache``) use them; a pull or load
-that met a snapshot directory the engine's last crash left is made once more
-(``stalesnapshot``)."""
+SDK: a pull (by tag or by digest), the registry's digest for a tag, ``docker save`` and
+``docker load`` of an archive, a push. The bases (``bases``: a pulled base) and the base
+cache (``basecache``) use them; a pull or load that met a directory at a new snapshot's
+id (what an engine's crash leaves) is made once more (``stalesnapshot``)."""
 
 from __future__ import annotations
 
