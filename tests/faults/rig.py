@@ -417,6 +417,34 @@ class Rig:
             time.sleep(0.002)
         return None
 
+    def log_sizes(self) -> dict[Path, int]:
+        """The bytes of each stage log of the state directory (``logs/*.log``) now."""
+        sizes = {}
+        for path in (self.state / "logs").glob("*.log"):
+            try:
+                sizes[path] = path.stat().st_size
+            except FileNotFoundError:
+                pass
+        return sizes
+
+    def wait_load(self, proc: subprocess.Popen, before: dict[Path, int], timeout: float) -> float | None:
+        """Wait until a run began loading a built stage's OCI layout into the engine (a
+        stage log got ``layoutload``'s ``$ tar -C LAYOUT -cf - . | docker load`` line past
+        its size in ``before``, ``log_sizes`` taken before the run wrote anything); returns
+        the seconds waited, or None when ``proc`` ended or ``timeout`` s passed first."""
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout and proc.poll() is None:
+            for path, size in self.log_sizes().items():
+                if size <= before.get(path, 0):
+                    continue
+                with open(path, "rb") as f:
+                    f.seek(before.get(path, 0))
+                    new = f.read(1 << 20)
+                if re.search(rb"^\$ tar -C \S+ -cf - \. \| \S+ load$", new, re.M):
+                    return time.monotonic() - t0
+            time.sleep(0.005)
+        return None
+
     def proxy_log_size(self) -> int:
         """Bytes of the proxy's log of faults met (``CONTROL.log``) so far."""
         try:

@@ -7,9 +7,11 @@ The five kinds (issue 24), each with its variants chosen at random per trial:
   Ctrl-C sends), or SIGKILL to build.py alone (the OOM killer: its children live on),
   during a ``--test`` build or a ``--push`` build, at an instant drawn over the
   undisturbed run's duration (planning, stage builds and exports, suites, tagging, each
-  push step), or in one trial of four as the tag phase begins.
+  push step), or in one trial of four as the tag phase begins, or in one of six 0 to
+  0.6 s after a stage's ``docker load`` of its layout began.
 - ``engine``: the engine's container killed (SIGKILL) mid-build or mid-push, or in one
-  trial of four as the tag phase begins, and started again after 0 to 3 s.
+  trial of four as the tag phase begins, or in one of six during a stage's ``docker
+  load``, and started again after 0 to 3 s.
 - ``registry``: the registry killed at an instant of the push, or while the proxy holds
   the push's first request carrying a blob's bytes (then forwarded to the registry
   started again), and started again; or, through the proxy, blob uploads answered HTTP 500 (a few times: transient; every time: down),
@@ -214,13 +216,22 @@ def _wait_then(proc: subprocess.Popen, delay: float) -> bool:
 Injected = tuple[str, float, list[Run]]  # variant, instant (s), the runs the fault met
 
 
-def _when(rig: Rig, rng: random.Random, proc: subprocess.Popen, span: float) -> tuple[str, float, bool]:
-    """When a trial's fault strikes: at an instant drawn over ``span`` s, or (one trial
-    in four) as the run's tag phase begins, the window where names move. Returns the
+def _when(rig: Rig, rng: random.Random, proc: subprocess.Popen, span: float,
+          logs: dict[Path, int]) -> tuple[str, float, bool]:
+    """When a trial's fault strikes: at an instant drawn over ``span`` s; or (one trial in
+    four) as the run's tag phase begins, the window where names move; or (one in six)
+    0 to 0.6 s after a stage's ``docker load`` of its layout began (stage logs past their
+    sizes ``logs``, taken before the run started): the load of a small stage takes well
+    under a second, a window an instant drawn over the run seldom meets. Returns the
     label, the instant (s after the start) and whether the run was still going then."""
-    if rng.random() < 0.25:
+    draw = rng.random()
+    if draw < 0.25:
         waited = rig.wait_tag_phase(proc, rig.project.run_timeout_s)
         return "at tagging", waited or 0.0, waited is not None
+    if draw < 0.25 + 1 / 6:
+        waited = rig.wait_load(proc, logs, rig.project.run_timeout_s)
+        delay = rng.uniform(0, 0.6)
+        return "mid-load", (waited or 0.0) + delay, waited is not None and _wait_then(proc, delay)
     instant = rng.uniform(0, span)
     return "", instant, _wait_then(proc, instant)
 
@@ -232,8 +243,9 @@ def _signal(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test:
     alone = sig == "KILL" and rng.random() < 0.5
     push = test and rng.random() < 0.5
     shape = "push" if push else "test" if test else "build"
+    logs = rig.log_sizes()
     proc, run, t0 = rig.start(rig.argv(*command(tag, push, rig, test=test)))
-    at, instant, hit = _when(rig, rng, proc, cal[shape] * 1.05)
+    at, instant, hit = _when(rig, rng, proc, cal[shape] * 1.05, logs)
     if hit:
         (os.kill if alone else os.killpg)(proc.pid, getattr(signal, f"SIG{sig}"))
         run.signalled = sig
@@ -246,8 +258,9 @@ def _engine(rig: Rig, rng: random.Random, cal: dict[str, float], tag: str, test:
     shape = "push" if push else "test" if test else "build"
     down = rng.uniform(0, 3)
     pid = rig.engine_pid()
+    logs = rig.log_sizes()
     proc, run, t0 = rig.start(rig.argv(*command(tag, push, rig, test=test)))
-    at, instant, hit = _when(rig, rng, proc, cal[shape])
+    at, instant, hit = _when(rig, rng, proc, cal[shape], logs)
     if hit:
         rig.kill_engine(pid)
         run.signalled = "engine"
