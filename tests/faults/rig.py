@@ -417,6 +417,25 @@ class Rig:
             time.sleep(0.002)
         return None
 
+    def content_evidence(self, digest: str) -> str:
+        """What the engine's containerd holds of the blob ``digest`` (for a load refused
+        with "content digest D: not found"): whether its metadata lists it in Docker's
+        namespace, whether the content store's file is there, and how many ingests and
+        leases it holds; read with ``ctr`` inside the engine's container (at most 30 s)."""
+        hexd = digest.removeprefix("sha256:")
+        blobs = "/var/lib/docker/containerd/daemon/io.containerd.content.v1.content/blobs/sha256"
+        script = ("export CONTAINERD_ADDRESS=/run/docker/containerd/containerd.sock; "
+                  f"echo listed: $(ctr -n moby content ls -q | grep -c {hexd}); "
+                  f"ls -l {blobs}/{hexd} 2>&1 | tail -1; "
+                  f"echo ingests: $(ctr -n moby content active | tail -n +2 | grep -c .); "
+                  f"ctr -n moby content active | grep -i {hexd}; "
+                  f"echo leases: $(ctr -n moby leases ls -q | grep -c .)")
+        try:
+            done = _sh("docker", "exec", self.project.name, "sh", "-c", script, check=False, timeout=30)
+        except subprocess.TimeoutExpired:
+            return "ctr did not answer within 30 s"
+        return (done.stdout + done.stderr).strip()[-2000:]
+
     def log_sizes(self) -> dict[Path, int]:
         """The bytes of each stage log of the state directory (``logs/*.log``) now."""
         sizes = {}

@@ -528,6 +528,11 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
             out.violations.append(f"recovery run of {t} exited {rec.rc}: {rec.last_line()[:200]}")
             out.notes.append(f"stage logs of the recovery run of {t}:\n{log_tails(rec.err)}")
             out.notes.append(f"its failed suite cases:\n{suite_failures(rig.state, rec_started)}")
+            missing = re.search(r"content digest (sha256:[0-9a-f]{64}): not found", rec.err[-4000:])
+            if missing:  # seed 20261398, trial 46: what the engine holds, and whether a run heals
+                out.notes.append(f"the engine of {missing[1]}:\n{rig.content_evidence(missing[1])}")
+                again = rig.run(*command(t, push, rig, json_out=True, test=test))
+                out.notes.append(f"the same command once more: exit {again.rc}: {again.last_line()[:300]}")
             continue
         report = json.loads(rec.out)
         recovered[t] = next((i.get("image_id") for i in report.get("images", []) if i.get("tag") == t), None)
