@@ -446,21 +446,26 @@ class Rig:
                 pass
         return sizes
 
-    def wait_load(self, proc: subprocess.Popen, before: dict[Path, int], timeout: float) -> float | None:
-        """Wait until a run began loading a built stage's OCI layout into the engine (a
-        stage log got ``layoutload``'s ``$ tar -C LAYOUT -cf - . | docker load`` line past
-        its size in ``before``, ``log_sizes`` taken before the run wrote anything); returns
-        the seconds waited, or None when ``proc`` ended or ``timeout`` s passed first."""
+    def wait_load(self, proc: subprocess.Popen, before: dict[Path, int], timeout: float,
+                  nth: int = 1) -> float | None:
+        """Wait until a run began its ``nth`` load of a built stage's OCI layout into the
+        engine (the stage logs got ``nth`` of ``layoutload``'s ``$ tar -C LAYOUT -cf - . |
+        docker load`` lines past their sizes in ``before``, ``log_sizes`` taken before the
+        run wrote anything; the six project's runs load the runtime stage, then the label
+        stage); returns the seconds waited, or None when ``proc`` ended or ``timeout`` s
+        passed first."""
         t0 = time.monotonic()
+        line = re.compile(rb"^\$ tar -C \S+ -cf - \. \| \S+ load$", re.M)
         while time.monotonic() - t0 < timeout and proc.poll() is None:
+            seen = 0
             for path, size in self.log_sizes().items():
                 if size <= before.get(path, 0):
                     continue
                 with open(path, "rb") as f:
                     f.seek(before.get(path, 0))
-                    new = f.read(1 << 20)
-                if re.search(rb"^\$ tar -C \S+ -cf - \. \| \S+ load$", new, re.M):
-                    return time.monotonic() - t0
+                    seen += len(line.findall(f.read(1 << 20)))
+            if seen >= nth:
+                return time.monotonic() - t0
             time.sleep(0.005)
         return None
 

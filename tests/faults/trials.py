@@ -220,18 +220,20 @@ def _when(rig: Rig, rng: random.Random, proc: subprocess.Popen, span: float,
           logs: dict[Path, int]) -> tuple[str, float, bool]:
     """When a trial's fault strikes: at an instant drawn over ``span`` s; or (one trial in
     four) as the run's tag phase begins, the window where names move; or (one in six)
-    0 to 0.6 s after a stage's ``docker load`` of its layout began (stage logs past their
-    sizes ``logs``, taken before the run started): the load of a small stage takes well
-    under a second, a window an instant drawn over the run seldom meets. Returns the
+    0 to 0.6 s after the run's first or second ``docker load`` of a stage's layout began
+    (stage logs past their sizes ``logs``, taken before the run started): the load of a
+    small stage takes well under a second, a window an instant drawn over the run seldom
+    meets. Returns the
     label, the instant (s after the start) and whether the run was still going then."""
     draw = rng.random()
     if draw < 0.25:
         waited = rig.wait_tag_phase(proc, rig.project.run_timeout_s)
         return "at tagging", waited or 0.0, waited is not None
     if draw < 0.25 + 1 / 6:
-        waited = rig.wait_load(proc, logs, rig.project.run_timeout_s)
+        nth = rng.choice([1, 2])
+        waited = rig.wait_load(proc, logs, rig.project.run_timeout_s, nth)
         delay = rng.uniform(0, 0.6)
-        return "mid-load", (waited or 0.0) + delay, waited is not None and _wait_then(proc, delay)
+        return f"mid-load {nth}", (waited or 0.0) + delay, waited is not None and _wait_then(proc, delay)
     instant = rng.uniform(0, span)
     return "", instant, _wait_then(proc, instant)
 

@@ -50,6 +50,24 @@ def test_a_load_begun_after_the_sizes_were_taken_is_seen(tmp_path, proc):
     assert waited is not None and 0.45 <= waited < 5
 
 
+def test_the_second_load_is_waited_for(tmp_path, proc):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    rig = _rig(tmp_path)
+    before = rig.log_sizes()
+    (logs / "runtime-1.log").write_text("$ docker buildx build ...\n" + LOAD)
+
+    def write_later():
+        time.sleep(0.4)
+        (logs / "label-2.log").write_text("$ docker buildx build ...\n" + LOAD)
+
+    threading.Thread(target=write_later, daemon=True).start()
+    assert Rig.wait_load(rig, proc, before, timeout=10, nth=1) < 0.3
+    assert not (logs / "label-2.log").exists()
+    waited = Rig.wait_load(rig, proc, before, timeout=10, nth=2)
+    assert waited is not None and waited < 5 and (logs / "label-2.log").exists()
+
+
 def test_an_earlier_runs_load_and_other_lines_are_not_a_load(tmp_path, proc):
     logs = tmp_path / "logs"
     logs.mkdir()
