@@ -1,8 +1,9 @@
 """Moving an image between the engine and a registry or an archive, through the docker
 SDK: a pull (by tag or by digest), the registry's digest for a tag, ``docker save`` and
 ``docker load`` of an archive, a push. The bases (``bases``: a pulled base) and the base
-cache (``basecache``) use them; a pull or load that met a directory at a new snapshot's
-id (what an engine's crash leaves) is made once more (``stalesnapshot``)."""
+cache (``basecache``) use them. What an engine's crash leaves costs one request more: a
+pull or load that met a directory at a new snapshot's id (``stalesnapshot``), a load that
+met an interrupted load's ``index.json`` (``staleingest``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import docker
 import docker.errors
 import docker.utils
 
-from . import retry, stalesnapshot
+from . import retry, staleingest, stalesnapshot
 from .errors import BuildError
 from .safetext import cut_start
 from .safetext import error_text as _short
@@ -96,13 +97,25 @@ def save_image(engine: Engine, ref: str, path: Path) -> None:
 
 
 def load_image(engine: Engine, path: Path) -> None:
-    """``docker load`` of the archive ``path``. Raises BuildError."""
+    """``docker load`` of the archive ``path`` (``docker save``'s), made once more where
+    the engine refused it for what its crash left: a directory at a new snapshot's id
+    (``stalesnapshot``), an interrupted load's ``index.json`` (``staleingest``: after a
+    load that consumes it). Raises BuildError."""
     def load() -> None:
         with open(path, "rb") as data:
             engine.client.images.load(data)
 
     try:
-        stalesnapshot.once_more(load)
+        try:
+            stalesnapshot.once_more(load)
+        except docker.errors.DockerException as exc:
+            if not staleingest.met(str(exc), staleingest.archive_index_digest(path)):
+                raise
+            try:  # refused as no image by design: it is there to consume the ingest
+                engine.client.images.load(staleingest.flush_tar())
+            except docker.errors.DockerException:
+                pass
+            stalesnapshot.once_more(load)
     except docker.errors.DockerException as exc:
         raise BuildError(f"cannot load {path}: {_short(exc)}") from None
 

@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from . import stalesnapshot, statefile
+from . import staleingest, stalesnapshot, statefile
 from .buildlog import LOST_RE
 from .buildpath import Builder
 from .errors import BuildError
@@ -28,9 +28,11 @@ def load_layout(b: Builder, layout: Path, log_path: Path, provenance_dir: Path |
     for it (``image_id`` must then find it). When the layout holds an index of the image
     and BuildKit's attestation manifest, the SLSA provenance statement is written to
     ``provenance_dir`` (when given) and the image manifest alone is loaded, under the
-    index's name annotations. ``docker load``'s output is appended to ``log_path``; a load
-    that met a directory at a new snapshot's id is made once more (``stalesnapshot``),
-    unless ``stopped()`` says a stop was asked for meanwhile (Ctrl-C, SIGTERM). Raises
+    index's name annotations. ``docker load``'s output is appended to ``log_path``. A load
+    refused for what a crash of the engine left is made once more, for each of the two
+    leftovers at most once: a directory at a new snapshot's id (``stalesnapshot``), an
+    interrupted load's ``index.json`` (``staleingest``: after a load that consumes it);
+    never once ``stopped()`` says a stop was asked for (Ctrl-C, SIGTERM). Raises
     ``BuildError``, naming the engine when it stopped answering (``answers()`` false, or
     the client's words say the connection broke)."""
     try:
@@ -47,18 +49,13 @@ def load_layout(b: Builder, layout: Path, log_path: Path, provenance_dir: Path |
                 except OSError as exc:
                     raise BuildError(f"cannot write the build's provenance {out} "
                                      f"({exc.strerror or exc}); free space there and run again") from None
-    for attempt in (1, 2):
-        start, rc, tar_rc, tar_said = _load_once(b, layout, log_path, why=stalesnapshot.WHY if attempt > 1 else "")
-        if (rc == 0 or tar_rc not in (0, -signal.SIGPIPE) or stopped()
-                or not _said_since(log_path, start, stalesnapshot.said)):
-            break
+    rc, tar_rc, tar_said, said = _load(b, layout, log_path, stopped)
     tar_failed = tar_rc not in (0, -signal.SIGPIPE)  # SIGPIPE: docker load stopped reading
     if tar_failed:
         last = cut_middle(tar_said.splitlines()[-1], 200) if tar_said else "nothing on stderr"
         raise BuildError(f"reading the build's OCI layout failed (tar exit {tar_rc}: {last}; "
                          f"docker load exit {rc}); log: {log_path}")
     if rc != 0 or tar_rc != 0:
-        said = _last_line(log_path, start)
         if LOST_RE.search(said) or not answers():
             raise BuildError(f"the Docker engine stopped answering while the built image was "
                              f"loaded (docker load said{said or ' nothing'}); when `docker info` "
@@ -68,6 +65,31 @@ def load_layout(b: Builder, layout: Path, log_path: Path, provenance_dir: Path |
     if image_id(manifest) is None:
         raise BuildError(f"the engine has no image {manifest[:19]} after loading it; log: {log_path}")
     return manifest
+
+
+def _load(b: Builder, layout: Path, log_path: Path, stopped: Callable[[], bool]) -> tuple[int, int, str, str]:
+    """``_load_once``, made once more for each of the engine's two crash leftovers its
+    words show (``load_layout``), never after ``stopped()``. Returns the last load's
+    ``(docker load's exit status, tar's, tar's stderr, ": <docker load's last line>" or
+    "")``: its own words, not the flush's after them."""
+    index_digest = staleingest.file_digest(layout / "index.json")
+    why, met = "", set()
+    while True:
+        start, rc, tar_rc, tar_said = _load_once(b, layout, log_path, why=why)
+        said = _last_line(log_path, start)
+        if rc == 0 or tar_rc not in (0, -signal.SIGPIPE) or stopped():
+            return rc, tar_rc, tar_said, said
+        if "snapshot" not in met and _said_since(log_path, start, stalesnapshot.said):
+            met.add("snapshot")
+            why = stalesnapshot.WHY
+        elif "ingest" not in met and _said_since(log_path, start, lambda t: staleingest.met(t, index_digest)):
+            met.add("ingest")
+            why = staleingest.WHY
+            _flush(b, log_path)
+            if stopped():
+                return rc, tar_rc, tar_said, said
+        else:
+            return rc, tar_rc, tar_said, said
 
 
 def _load_once(b: Builder, layout: Path, log_path: Path, why: str = "") -> tuple[int, int, int, str]:
@@ -99,6 +121,22 @@ def _load_once(b: Builder, layout: Path, log_path: Path, why: str = "") -> tuple
         if tar.returncode not in (0, -signal.SIGPIPE) and tar_said:
             log.write(f"tar: {tar_said}\n")
     return start, proc.returncode, tar.returncode, tar_said
+
+
+def _flush(b: Builder, log_path: Path) -> None:
+    """``docker load`` of ``staleingest.flush_tar()`` (refused as no image by design: it is
+    there to consume a stale ``tar-index.json`` ingest), its words appended to ``log_path``
+    after a ``# stagecraft:`` line. At most 5 minutes; its outcome is not checked (the
+    load made after it says whether the ingest is gone)."""
+    with open(log_path, "a", encoding="utf-8") as log:
+        log.write(f"# stagecraft: {b.client} load < (a tar of one index.json of "
+                  f"{staleingest.FLUSH_BYTES} spaces, to consume the stale ingest)\n")
+        log.flush()
+        try:
+            subprocess.run([b.client, "load"], input=staleingest.flush_tar(), stdout=log,
+                           stderr=subprocess.STDOUT, env={**os.environ, **dict(b.env)}, timeout=300)
+        except subprocess.TimeoutExpired:
+            log.write("# stagecraft: the load of that tar took over 5 minutes, stopped\n")
 
 
 def _said_since(log_path: Path, start: int, test: Callable[[str], bool], limit: int = 65536) -> bool:

@@ -172,3 +172,117 @@ def test_a_saved_image_is_loaded_once_more(crashed, tmp_path):
     imagetransfer.load_image(engine, tmp_path / "saved.tar")
     assert engine.image_id("stagecraft-faults/stale:saved")
     assert gone(host_box, path)
+
+
+# An interrupted load's index.json (stagecraft/staleingest.py): seed 20261398's trial 46
+# killed the engine while a stage's layout loaded, and the next run's load of that stage
+# was refused with "content digest D: not found". The ingest the kill leaves is left here
+# by hand, the way a kill leaves it: ``ctr content ingest`` killed after a part of it.
+CTR = "export CONTAINERD_ADDRESS=/run/docker/containerd/containerd.sock; "
+
+
+def leave_an_interrupted_index(host_box, written: int, size: int) -> None:
+    """The ingest ``tar-index.json`` holding ``written`` bytes of an index.json of ``size``."""
+    rc, out = host_box.exec_run(["sh", "-c", CTR + f"(head -c {written} /dev/zero | tr '\\0' x; sleep 30) | "
+                                 f"timeout -s KILL 3 ctr -n moby content ingest --expected-size {size} "
+                                 "tar-index.json; ctr -n moby content active"])
+    assert f"tar-index.json\t{written}B" in out.decode(), out
+
+
+def index_ingest_left(host_box) -> bool:
+    rc, out = host_box.exec_run(["sh", "-c", CTR + "ctr -n moby content active"])
+    assert rc == 0, out
+    return "tar-index.json" in out.decode()
+
+
+def built_layout(engine, tmp_path) -> tuple[object, int]:
+    """A new image (a file of its own on the small one) built to an OCI layout as the
+    reproducible export writes it; returns the layout and its index.json's size."""
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "j").write_text(f"{time.time_ns()}\n")
+    (ctx / "Dockerfile").write_text("FROM stagecraft-faults/stale:base\nCOPY j /j\n")
+    out = subprocess.run([engine.builder.client, "buildx", "build", "--provenance=false",
+                          "--output", f"type=oci,tar=false,dest={tmp_path / 'layout'},name=stagecraft-faults/stale:index",
+                          str(ctx)], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, **dict(engine.builder.env)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    return tmp_path / "layout", (tmp_path / "layout" / "index.json").stat().st_size
+
+
+def docker_load(engine, data: bytes) -> subprocess.CompletedProcess:
+    return subprocess.run([engine.builder.client, "load"], input=data, capture_output=True, timeout=300,
+                          env={**os.environ, **dict(engine.builder.env)})
+
+
+def tar_of(layout) -> bytes:
+    return subprocess.run(["tar", "-C", str(layout), "-cf", "-", "."], capture_output=True, check=True).stdout
+
+
+def test_the_engine_refuses_once_a_load_that_meets_an_index_of_its_size(crashed, tmp_path):
+    """What the module says of the engine: the stale bytes kept, the digest of the
+    index.json sent not found, and the ingest gone with that load."""
+    from stagecraft import staleingest
+
+    engine, image, host_box = crashed
+    layout, size = built_layout(engine, tmp_path)
+    leave_an_interrupted_index(host_box, size // 3, size)
+    refused = docker_load(engine, tar_of(layout))
+    words = (refused.stdout + refused.stderr).decode()
+    assert refused.returncode == 1 and staleingest.met(words, staleingest.file_digest(layout / "index.json")), words
+    assert not staleingest.REFUSED_RE.search(words)
+    assert not index_ingest_left(host_box)
+    assert docker_load(engine, tar_of(layout)).returncode == 0
+
+
+def test_longer_stale_bytes_refuse_every_load_until_the_flush(crashed, tmp_path):
+    from stagecraft import staleingest
+
+    engine, image, host_box = crashed
+    layout, size = built_layout(engine, tmp_path)
+    leave_an_interrupted_index(host_box, size + 2000, size + 4000)
+    for _ in range(2):
+        refused = docker_load(engine, tar_of(layout))
+        words = (refused.stdout + refused.stderr).decode()
+        assert refused.returncode == 1 and staleingest.REFUSED_RE.search(words), words
+    assert index_ingest_left(host_box)
+    assert docker_load(engine, staleingest.flush_tar()).returncode == 1  # no image, by design
+    assert not index_ingest_left(host_box)
+    assert docker_load(engine, tar_of(layout)).returncode == 0
+
+
+@pytest.mark.parametrize("stale", ["its size", "longer"])
+def test_a_built_layout_is_loaded_past_an_interrupted_index(crashed, tmp_path, stale):
+    from stagecraft import staleingest
+    from stagecraft.layoutload import load_layout
+
+    engine, image, host_box = crashed
+    layout, size = built_layout(engine, tmp_path)
+    leave_an_interrupted_index(host_box, *((size // 2, size) if stale == "its size" else (size + 100, size + 200)))
+    digest = load_layout(engine.builder, layout, tmp_path / "load.log", None, engine.image_id)
+    assert engine.image_id(digest)
+    assert f"# stagecraft: {staleingest.WHY}" in (tmp_path / "load.log").read_text()
+    assert not index_ingest_left(host_box)
+
+
+def test_a_saved_image_is_loaded_past_an_interrupted_index(crashed, tmp_path):
+    """``imagetransfer.load_image`` (the base cache's archive), stale bytes of its
+    index.json's size."""
+    import tarfile
+
+    from stagecraft import imagetransfer
+
+    engine, image, host_box = crashed
+    (tmp_path / "k").write_text(f"{time.time_ns()}\n")
+    (tmp_path / "Dockerfile").write_text("FROM stagecraft-faults/stale:base\nCOPY k /k\n")
+    built = engine.build(tmp_path / "Dockerfile", tmp_path, tmp_path / "build.log", tmp_path / "iid", {},
+                         extra_args=["-t", "stagecraft-faults/stale:saved-index"])
+    imagetransfer.save_image(engine, "stagecraft-faults/stale:saved-index", tmp_path / "saved.tar")
+    engine.client.images.remove("stagecraft-faults/stale:saved-index")
+    assert engine.image_id(built) is None
+    with tarfile.open(tmp_path / "saved.tar") as tar:
+        size = tar.getmember("index.json").size
+    leave_an_interrupted_index(host_box, size // 2, size)
+    imagetransfer.load_image(engine, tmp_path / "saved.tar")
+    assert engine.image_id("stagecraft-faults/stale:saved-index")
+    assert not index_ingest_left(host_box)
