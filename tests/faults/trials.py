@@ -418,7 +418,13 @@ def interpreter_start(run: Run) -> bool:
     build.py's first line: CPython's KeyboardInterrupt traceback with no frame of this
     checkout but build.py's line 0 (Python installs its handler before it imports site
     and os, and the module's first bytecode checks for signals before any try; no
-    program can catch that). tests/unit/test_start_interrupt.py holds build.py to the rest."""
+    program can catch that). tests/unit/test_start_interrupt.py holds build.py to the rest.
+    Earlier still, before the interpreter has set its handler, the signal's default action
+    ends the process: it dies of SIGINT (exit -2) with nothing on stderr (seed 20261402,
+    trial 54: 0.06 s after its start; an uncaught KeyboardInterrupt that Python turns into
+    the same exit prints its traceback first)."""
+    if run.signalled == "INT" and run.rc == -signal.SIGINT and not run.err.strip():
+        return True
     line_0 = f'  File "{ROOT / "build.py"}", line 0, in <module>'  # its first bytecode's check
     frames = [ln for ln in run.err.splitlines() if ln.startswith('  File "') and ln != line_0]
     return (run.signalled == "INT" and run.err.rstrip().endswith("KeyboardInterrupt")
@@ -442,8 +448,8 @@ def check_message(kind: str, runs: list[Run]) -> list[str]:
             # where they share work), as the seed 20261393 trial 24's did not.
             bad.append(f"one of two runs at once failed (exit {run.rc}): {run.last_line()[:160]}")
             continue
-        if run.rc in (0, None) or run.signalled == "KILL":
-            continue  # a SIGKILLed run says nothing: the next run does
+        if run.rc in (0, None) or run.signalled == "KILL" or interpreter_start(run):
+            continue  # a SIGKILLed run says nothing, nor one the signal met before Python: the next run does
         last = run.last_line()
         if not last:
             bad.append(f"exit {run.rc} with nothing on stderr")
@@ -510,7 +516,7 @@ def trial(rig: Rig, index: int, kind: str, rng: random.Random, cal: dict[str, fl
     out.violations += unsaid
     if unsaid:  # what the failed step printed, for the diagnosis (gone with the state dir)
         out.notes += [f"stage logs of the faulted run:\n{tails}" for tails in map(log_tails, (r.err for r in runs)) if tails]
-    out.notes += ["SIGINT inside the Python interpreter's start: its own traceback, nothing begun"
+    out.notes += ["SIGINT inside the Python interpreter's start (its own traceback, or none: before its handler), nothing begun"
                   for r in runs if interpreter_start(r)]
     marks.append(("checks", time.monotonic()))
     # The next plain run, with no manual step.

@@ -127,3 +127,18 @@ def test_two_runs_at_once_must_both_succeed():
         'one of two runs at once failed (exit 1): failed: 1.16.0-cpu: build failed (exit 1): ERROR: failed to '
         'solve: image "x": already exists']
     assert check_message("disk", [failed]) != []  # other kinds: the last line must name the fault
+
+
+def test_a_sigint_before_the_interpreters_handler_is_no_silent_exit():
+    """Seed 20261402, trial 54: SIGINT 0.06 s after the start, before CPython set its
+    handler; the default action ended the process (exit -2), nothing on stderr. Only then:
+    a run that died of SIGINT it was not sent, or that printed something, is checked."""
+    from tests.faults.rig import Run
+    from tests.faults.trials import check_message, interpreter_start
+
+    early = Run(argv=["python3", "build.py", "build"], rc=-2, err="", signalled="INT")
+    assert interpreter_start(early) and check_message("signal", [early]) == []
+    unsent = Run(argv=["python3", "build.py", "build"], rc=-2, err="", signalled="engine")
+    assert not interpreter_start(unsent) and check_message("engine", [unsent]) == ["exit -2 with nothing on stderr"]
+    said = Run(argv=["python3", "build.py", "build"], rc=-2, err="planning 1 tag\n", signalled="INT")
+    assert not interpreter_start(said) and check_message("signal", [said]) != []
