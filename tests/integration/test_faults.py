@@ -181,12 +181,30 @@ def test_a_saved_image_is_loaded_once_more(crashed, tmp_path):
 CTR = "export CONTAINERD_ADDRESS=/run/docker/containerd/containerd.sock; "
 
 
-def leave_an_interrupted_index(host_box, written: int, size: int) -> None:
-    """The ingest ``tar-index.json`` holding ``written`` bytes of an index.json of ``size``."""
+def leave_an_interrupted_index(engine, host_box, written: int, size: int) -> None:
+    """The ingest ``tar-index.json`` holding ``written`` bytes of an index.json of
+    ``size``; one an earlier kill left is consumed first (``staleingest.flush_tar``),
+    as ``ctr`` would write over it."""
+    from stagecraft import staleingest
+
+    docker_load(engine, staleingest.flush_tar())
+    assert not index_ingest_left(host_box)
     rc, out = host_box.exec_run(["sh", "-c", CTR + f"(head -c {written} /dev/zero | tr '\\0' x; sleep 30) | "
                                  f"timeout -s KILL 3 ctr -n moby content ingest --expected-size {size} "
-                                 "tar-index.json; ctr -n moby content active"])
-    assert f"tar-index.json\t{written}B" in out.decode(), out
+                                 "tar-index.json"])
+    assert index_ingest_bytes(host_box) == written, out
+
+
+INGESTS = "/var/lib/docker/containerd/daemon/io.containerd.content.v1.content/ingest"
+
+
+def index_ingest_bytes(host_box) -> int | None:
+    """The bytes the ingest ``tar-index.json`` holds in the content store (None: none)."""
+    rc, out = host_box.exec_run(["sh", "-c", f"for d in {INGESTS}/*/; do grep -qs '/tar-index.json$' $d/ref "
+                                 "&& stat -c %s $d/data; done; true"])
+    sizes = out.decode().split()
+    assert rc == 0 and len(sizes) <= 1, out
+    return int(sizes[0]) if sizes else None
 
 
 def index_ingest_left(host_box) -> bool:
@@ -226,7 +244,7 @@ def test_the_engine_refuses_once_a_load_that_meets_an_index_of_its_size(crashed,
 
     engine, image, host_box = crashed
     layout, size = built_layout(engine, tmp_path)
-    leave_an_interrupted_index(host_box, size // 3, size)
+    leave_an_interrupted_index(engine, host_box, size // 3, size)
     refused = docker_load(engine, tar_of(layout))
     words = (refused.stdout + refused.stderr).decode()
     assert refused.returncode == 1 and staleingest.met(words, staleingest.file_digest(layout / "index.json")), words
@@ -240,7 +258,7 @@ def test_longer_stale_bytes_refuse_every_load_until_the_flush(crashed, tmp_path)
 
     engine, image, host_box = crashed
     layout, size = built_layout(engine, tmp_path)
-    leave_an_interrupted_index(host_box, size + 2000, size + 4000)
+    leave_an_interrupted_index(engine, host_box, size + 2000, size + 4000)
     for _ in range(2):
         refused = docker_load(engine, tar_of(layout))
         words = (refused.stdout + refused.stderr).decode()
@@ -258,7 +276,7 @@ def test_a_built_layout_is_loaded_past_an_interrupted_index(crashed, tmp_path, s
 
     engine, image, host_box = crashed
     layout, size = built_layout(engine, tmp_path)
-    leave_an_interrupted_index(host_box, *((size // 2, size) if stale == "its size" else (size + 100, size + 200)))
+    leave_an_interrupted_index(engine, host_box, *((size // 2, size) if stale == "its size" else (size + 100, size + 200)))
     digest = load_layout(engine.builder, layout, tmp_path / "load.log", None, engine.image_id)
     assert engine.image_id(digest)
     assert f"# stagecraft: {staleingest.WHY}" in (tmp_path / "load.log").read_text()
@@ -282,7 +300,7 @@ def test_a_saved_image_is_loaded_past_an_interrupted_index(crashed, tmp_path):
     assert engine.image_id(built) is None
     with tarfile.open(tmp_path / "saved.tar") as tar:
         size = tar.getmember("index.json").size
-    leave_an_interrupted_index(host_box, size // 2, size)
+    leave_an_interrupted_index(engine, host_box, size // 2, size)
     imagetransfer.load_image(engine, tmp_path / "saved.tar")
     assert engine.image_id("stagecraft-faults/stale:saved-index")
     assert not index_ingest_left(host_box)
