@@ -50,12 +50,13 @@ from pathlib import Path
 # An image index names a few manifests: BuildKit's layouts and `docker save`'s hold 0.3 to
 # 4 KB. A flush member this long covers any stale bytes such an index can have left.
 FLUSH_BYTES = 1024 * 1024
-# The second refusal: the import could not resume the ingest (stale bytes as many as the
-# member or more), or resumed it and could not commit it at the member's size.
+# The second refusal: the import wrote the member over longer stale bytes and could not
+# commit the file at the member's size, or could not skip the stale bytes of an ingest
+# whose recorded size is the member's.
 REFUSED_RE = re.compile(r'failed to ingest "(?:\./)?index\.json": (?:unable to resume write to tar-index\.json'
-                        r'|failed commit on ref "tar-index\.json")')
-WHY = ("containerd resumed an interrupted load's index.json (the ingest tar-index.json, what an "
-       "engine killed during a load leaves): loading a tar that consumes it, then the image once more")
+                        r'|failed commit on ref "tar-index\.json": commit failed: unexpected commit size)')
+WHY = ("containerd met an interrupted load's index.json (the ingest tar-index.json, what an engine "
+       "killed during a load leaves): loading a tar that consumes what is left of it, then the image once more")
 MAX_INDEX = 1024 * 1024  # an index.json read to find its digest: anything longer is not an index
 
 

@@ -32,6 +32,7 @@ class _Engine(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Api-Version", "1.45")
         self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")  # else the SDK may reuse the socket this closes
         self.end_headers()
         self.wfile.write(body)
         self.close_connection = True
@@ -105,3 +106,21 @@ def test_refused_again_after_the_flush_says_the_engines_words(engine, archive):
     with pytest.raises(BuildError, match=r"^cannot load .*saved\.tar: .*: not found"):
         imagetransfer.load_image(Engine(), archive)
     assert len(engine.loads) == 3
+
+
+def test_each_leftover_costs_one_load_more_at_most(engine, archive):
+    """A helper's review: the snapshot directory met again after the flush is not a third
+    try (the load path does the same, ``layoutload``)."""
+    stale = ("failed to unpack loaded image: failed to rename: rename /r/snapshots/new-1 /r/snapshots/9: "
+             "file exists: unknown")
+    engine.errors = [stale, f"content digest {INDEX_DIGEST}: not found", "unrecognized image format", stale]
+    with pytest.raises(BuildError, match="file exists"):
+        imagetransfer.load_image(Engine(), archive)
+    size = archive.stat().st_size
+    assert engine.loads == [size, size, FLUSH, size]
+
+
+def test_an_archive_that_cannot_be_read_is_a_build_error(engine, tmp_path):
+    with pytest.raises(BuildError, match=r"^cannot load .*: Is a directory$"):
+        imagetransfer.load_image(Engine(), tmp_path)
+    assert engine.loads == []

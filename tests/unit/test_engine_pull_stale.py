@@ -33,6 +33,7 @@ class _Engine(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Api-Version", "1.45")
         self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")  # else the SDK may reuse the socket this closes
         self.end_headers()
         self.wfile.write(body)
         self.close_connection = True
@@ -60,6 +61,7 @@ class _Engine(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Api-Version", "1.45")
         self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Connection", "close")
         self.end_headers()
         for e in events:
             data = json.dumps(e).encode() + b"\r\n"
