@@ -9,57 +9,38 @@ import hashlib
 import io
 import json
 import tarfile
-from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from stagecraft import imagetransfer, staleingest
 from stagecraft.engine import Engine
 from stagecraft.errors import BuildError
-from tests.unit.socket_engine import serving
+from tests.unit.socket_engine import Docker26, serving
 
 INDEX = b'{"schemaVersion":2,"manifests":[]}'
 INDEX_DIGEST = "sha256:" + hashlib.sha256(INDEX).hexdigest()
 
 
-class _Engine(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Engine(Docker26):
     errors: list[str] = []  # the answer to each load, in order ("": it loads)
     loads: list[int] = []  # the bytes of each load's body
 
-    def _send(self, code: int, body: bytes) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Api-Version", "1.45")
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Connection", "close")  # else the SDK may reuse the socket this closes
-        self.end_headers()
-        self.wfile.write(body)
-        self.close_connection = True
-
-    def do_GET(self) -> None:
-        if self.path.endswith("/_ping"):
-            self._send(200, b"OK")
-        elif self.path.endswith("/version"):
-            self._send(200, json.dumps({"ApiVersion": "1.45", "Version": "26.1.5", "Os": "linux"}).encode())
-        elif self.path.endswith("/images/six:base/json"):  # the SDK looks up what it loaded
-            self._send(200, json.dumps({"Id": "sha256:" + "ef" * 32}).encode())
-        else:
-            self._send(404, json.dumps({"message": "not here"}).encode())
+    def answer_get(self) -> bool:
+        if self.path.endswith("/images/six:base/json"):  # the SDK looks up what it loaded
+            self.send(200, json.dumps({"Id": "sha256:" + "ef" * 32}).encode())
+            return True
+        return False
 
     def do_POST(self) -> None:
         if "/images/load" not in self.path:
-            return self._send(404, b"{}")
+            return self.send(404, b"{}")
         body = self.rfile.read(int(self.headers["Content-Length"]))
         n = len(self.loads)
         self.loads.append(len(body))
         error = self.errors[n] if n < len(self.errors) else ""
         if error:
-            return self._send(500, json.dumps({"message": error}).encode())
-        self._send(200, json.dumps({"stream": "Loaded image: six:base\n"}).encode())
-
-    def log_message(self, *args) -> None:
-        pass
+            return self.send(500, json.dumps({"message": error}).encode())
+        self.send(200, json.dumps({"stream": "Loaded image: six:base\n"}).encode())
 
 
 @pytest.fixture

@@ -7,14 +7,13 @@ event with the words Docker 26.1.5 gave for ``docker load``, the second in succe
 from __future__ import annotations
 
 import json
-from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from stagecraft import imagetransfer
 from stagecraft.engine import Engine
 from stagecraft.errors import BuildError
-from tests.unit.socket_engine import serving
+from tests.unit.socket_engine import Docker26, serving
 
 DIGEST = "sha256:" + "cd" * 32
 IMAGE = "sha256:" + "ef" * 32
@@ -23,34 +22,19 @@ STALE = ("failed to prepare extraction snapshot \"extract-1 sha256:ab\": failed 
          "/var/lib/docker/containerd/daemon/io.containerd.snapshotter.v1.overlayfs/snapshots/998: file exists: unknown")
 
 
-class _Engine(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Engine(Docker26):
     errors: list[str] = []  # the error of each pull stream, in order ("": the pull completes)
     pulls: list[str] = []
 
-    def _send(self, code: int, body: bytes) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Api-Version", "1.45")
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Connection", "close")  # else the SDK may reuse the socket this closes
-        self.end_headers()
-        self.wfile.write(body)
-        self.close_connection = True
-
-    def do_GET(self) -> None:
-        if self.path.endswith("/_ping"):
-            self._send(200, b"OK")
-        elif self.path.endswith("/version"):
-            self._send(200, json.dumps({"ApiVersion": "1.45", "Version": "26.1.5", "Os": "linux"}).encode())
-        elif "/images/" in self.path and self.path.endswith("/json") and len(self.pulls) > len(self.errors):
-            self._send(200, json.dumps({"Id": IMAGE}).encode())  # there once a pull completed
-        else:
-            self._send(404, json.dumps({"message": "No such image"}).encode())
+    def answer_get(self) -> bool:
+        if "/images/" in self.path and self.path.endswith("/json") and len(self.pulls) > len(self.errors):
+            self.send(200, json.dumps({"Id": IMAGE}).encode())  # there once a pull completed
+            return True
+        return False
 
     def do_POST(self) -> None:
         if "/images/create" not in self.path:
-            return self._send(404, b"{}")
+            return self.send(404, b"{}")
         n = len(self.pulls)
         self.pulls.append(self.path)
         events = [{"status": "Pulling from six", "id": DIGEST[7:19]}]
@@ -68,9 +52,6 @@ class _Engine(BaseHTTPRequestHandler):
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.write(b"0\r\n\r\n")
         self.close_connection = True
-
-    def log_message(self, *args) -> None:
-        pass
 
 
 @pytest.fixture
