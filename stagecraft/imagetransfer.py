@@ -101,23 +101,21 @@ def load_image(engine: Engine, path: Path) -> None:
     the engine refused it for what its crash left, for each of the two leftovers at most
     once: a directory at a new snapshot's id (``stalesnapshot``), an interrupted load's
     ``index.json`` (``staleingest``: after a load that consumes it). Raises BuildError."""
-    met: set[str] = set()
+    seen: set[str] = set()
     while True:
         try:
             with open(path, "rb") as data:
                 engine.client.images.load(data)
             return
         except docker.errors.DockerException as exc:
-            if "snapshot" not in met and stalesnapshot.said(str(exc)):
-                met.add("snapshot")
-            elif "ingest" not in met and staleingest.met(str(exc), staleingest.archive_index_digest(path)):
-                met.add("ingest")
+            kind = staleingest.leftover(str(exc), staleingest.archive_index_digest(path), seen)
+            if not kind:
+                raise BuildError(f"cannot load {path}: {_short(exc)}") from None
+            if kind == "ingest":
                 try:  # refused as no image by design: it is there to consume the ingest
                     engine.client.images.load(staleingest.flush_tar())
                 except docker.errors.DockerException:
                     pass
-            else:
-                raise BuildError(f"cannot load {path}: {_short(exc)}") from None
         except OSError as exc:
             raise BuildError(f"cannot load {path}: {exc.strerror or exc}") from None
 

@@ -73,23 +73,20 @@ def _load(b: Builder, layout: Path, log_path: Path, stopped: Callable[[], bool])
     ``(docker load's exit status, tar's, tar's stderr, ": <docker load's last line>" or
     "")``: its own words, not the flush's after them."""
     index_digest = staleingest.file_digest(layout / "index.json")
-    why, met = "", set()
+    why, seen = "", set()
     while True:
         start, rc, tar_rc, tar_said = _load_once(b, layout, log_path, why=why)
         said = _last_line(log_path, start)
         if rc == 0 or tar_rc not in (0, -signal.SIGPIPE) or stopped():
             return rc, tar_rc, tar_said, said
-        if "snapshot" not in met and _said_since(log_path, start, stalesnapshot.said):
-            met.add("snapshot")
-            why = stalesnapshot.WHY
-        elif "ingest" not in met and _said_since(log_path, start, lambda t: staleingest.met(t, index_digest)):
-            met.add("ingest")
-            why = staleingest.WHY
+        kind = staleingest.leftover(_said_since(log_path, start), index_digest, seen)
+        if not kind:
+            return rc, tar_rc, tar_said, said
+        why = stalesnapshot.WHY if kind == "snapshot" else staleingest.WHY
+        if kind == "ingest":
             _flush(b, log_path)
             if stopped():
                 return rc, tar_rc, tar_said, said
-        else:
-            return rc, tar_rc, tar_said, said
 
 
 def _load_once(b: Builder, layout: Path, log_path: Path, why: str = "") -> tuple[int, int, int, str]:
@@ -139,15 +136,15 @@ def _flush(b: Builder, log_path: Path) -> None:
             log.write("# stagecraft: the load of that tar took over 5 minutes, stopped\n")
 
 
-def _said_since(log_path: Path, start: int, test: Callable[[str], bool], limit: int = 65536) -> bool:
-    """Whether ``test`` holds for the text written to ``log_path`` at or after byte
-    ``start`` (at most its last ``limit`` bytes)."""
+def _said_since(log_path: Path, start: int, limit: int = 65536) -> str:
+    """The text written to ``log_path`` at or after byte ``start`` (at most its last
+    ``limit`` bytes); "" when it cannot be read."""
     try:
         with open(log_path, "rb") as f:
             f.seek(max(f.seek(0, 2) - limit, start))
-            return test(f.read(limit).decode("utf-8", "replace"))
+            return f.read(limit).decode("utf-8", "replace")
     except OSError:
-        return False
+        return ""
 
 
 def _last_line(log_path: Path, start: int = 0, limit: int = 4096) -> str:

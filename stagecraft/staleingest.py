@@ -47,6 +47,8 @@ import re
 import tarfile
 from pathlib import Path
 
+from . import stalesnapshot
+
 # An image index names a few manifests: BuildKit's layouts and `docker save`'s hold 0.3 to
 # 4 KB. A flush member this long covers any stale bytes such an index can have left.
 FLUSH_BYTES = 1024 * 1024
@@ -68,6 +70,19 @@ def met(text: str, index_digest: str | None) -> bool:
     if REFUSED_RE.search(text):
         return True
     return bool(index_digest) and f"content digest {index_digest}: not found" in text
+
+
+def leftover(text: str, index_digest: str | None, seen: set[str]) -> str:
+    """Which of an engine crash's two leftovers a refused load's words ``text`` show that
+    ``seen`` does not hold yet, added to it: "snapshot" (a directory at a new snapshot's
+    id, ``stalesnapshot``), "ingest" (an interrupted load's ``index.json``, ``met``); ""
+    for neither. A load is made once more for each, at most once (``layoutload``,
+    ``imagetransfer.load_image``); for "ingest", after ``flush_tar`` was loaded."""
+    for kind, shown in (("snapshot", stalesnapshot.said), ("ingest", lambda t: met(t, index_digest))):
+        if kind not in seen and shown(text):
+            seen.add(kind)
+            return kind
+    return ""
 
 
 def flush_tar() -> bytes:
