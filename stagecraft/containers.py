@@ -21,8 +21,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from . import stalesnapshot
+from . import retry, stalesnapshot, suitecases
 from .errors import BuildError
+from .retry import RetryPolicy
 from .safetext import one_line
 
 TEST_LABEL, RUN_LABEL, BOOT_LABEL = "io.stagecraft.test", "io.stagecraft.run", "io.stagecraft.boot"
@@ -32,6 +33,8 @@ PURPOSE_LABEL = "io.stagecraft.purpose"
 # of JSON and takes a second or two.
 OUTPUT_LIMIT_BYTES = 64 * 1024 * 1024
 WAIT_LIMIT_S = 600
+# A start runc could not make (``start``): three tries in all, 1 s and 2 s apart.
+START_AGAIN = RetryPolicy(attempts=3, base_s=1.0)
 
 
 def labels(purpose: str, tag: str = "") -> dict[str, str]:
@@ -119,6 +122,24 @@ def create(client: Any, ref: str, purpose: str, *, tag: str = "", sweep_first: b
         lambda: client.containers.create(ref, labels=labels(purpose, tag), **kwargs))
 
 
+def start(box: Any, policy: RetryPolicy = START_AGAIN) -> None:
+    """``box.start()`` (a created container), made again where the engine answered that
+    the runtime could not start its first process for a reason other than the image's
+    command (``suitecases.runtime_refused``: runc's handshake with the process it
+    starts, "runc create failed: unable to start container process: waiting for init
+    preliminary setup: ..."; the fault suite, issue 24, seed 20261404). Nothing of the
+    image ran, and the engine leaves such a container created, so starting it again is
+    safe. Raises ``docker.errors.APIError`` as the engine answered: at once for any other
+    refusal, with runc's words after ``policy.attempts`` tries; ``KeyboardInterrupt``
+    (a stop asked for) at once."""
+    import docker.errors
+
+    def refused(exc: BaseException) -> bool:
+        return isinstance(exc, docker.errors.APIError) and suitecases.runtime_refused(str(exc))
+
+    retry.call(box.start, policy, refused)
+
+
 def run_once(client: Any, ref: str, argv: list[str], purpose: str, *, name: str = "",
              timeout_s: float = WAIT_LIMIT_S, limit_bytes: int = OUTPUT_LIMIT_BYTES,
              **kwargs: Any) -> bytes:
@@ -140,7 +161,7 @@ def run_once(client: Any, ref: str, argv: list[str], purpose: str, *, name: str 
     what = f"the {purpose} container of {name or ref}"
     try:
         try:
-            box.start()
+            start(box)
         except docker.errors.APIError as exc:  # the engine answered: it could not run it
             raise BuildError(one_line(f"{what} could not start: {exc.explanation or exc}")) from None
         try:

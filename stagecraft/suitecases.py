@@ -11,6 +11,9 @@ after the engine's container was killed and started again (issue 24, seeds 20261
 and 20261390). Such a failure says nothing about the image. Where the image's own
 command cannot be executed, the runtime names it, quoted (``exec: "/bin/sh": ...``) or
 not (``exec /bin/sh: exec format error``): that is the image's failure and stays one.
+A container's first process fails the same way, "OCI runtime create failed: runc create
+failed: unable to start container process: waiting for init preliminary setup: ..."
+(a suite's own ``docker run``, or the test container's start: ``containers.start``).
 
 A check that failed because the engine refused its command may fail with its own words
 (an assertion on the command's output, which was the runtime's error), so one failure
@@ -31,7 +34,10 @@ MAX_REPORT = 16 * 1024 * 1024
 # A failure's message is kept to this many characters (whitespace collapsed).
 MAX_MESSAGE = 2000
 
-_ENGINE_EXEC = re.compile(r"OCI runtime exec failed")
+# runc's words for a process it could not start: ``exec`` in a running container (a
+# check's command), ``create`` for a container's first process (``docker run`` in a suite,
+# or the test container's own start: ``containers.start``).
+_ENGINE_RUNTIME = re.compile(r"OCI runtime (?:exec|create|start) failed")
 # The runtime could not execute the image's own command: the image's failure. runc names
 # it quoted when the lookup failed (``exec: "dpkg-query": executable file not found in
 # $PATH``) and unquoted when execve did (``exec /bin/sh: exec format error``, ``exec
@@ -78,5 +84,16 @@ def failed_cases(report: Path) -> list[FailedCase]:
 def engine_failed(case: FailedCase) -> bool:
     """Whether ``case`` failed because the engine could not start a process in the
     test container (module docstring), not because of the image."""
-    found = _ENGINE_EXEC.search(case.message)
-    return bool(found) and not _IMAGE_EXEC.search(case.message, found.end())
+    return runtime_refused(case.message)
+
+
+def runtime_refused(text: str) -> bool:
+    """Whether ``text`` (a check's failure, an engine's answer) says the runtime could not
+    start a process (``OCI runtime exec|create|start failed``) for a reason that is not
+    the image's own command (module docstring): a container's first process too, where
+    runc reports its handshake with the process it starts the same way ("runc create
+    failed: unable to start container process: waiting for init preliminary setup: ...",
+    libcontainer/process_linux.go; met by the fault suite, issue 24, seed 20261404). Such a
+    start may be made again: nothing of the image ran."""
+    found = _ENGINE_RUNTIME.search(text)
+    return bool(found) and not _IMAGE_EXEC.search(text, found.end())

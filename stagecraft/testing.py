@@ -280,7 +280,7 @@ def _run_once(engine: Engine, matrix: Matrix, spec: ImageSpec, ref: str, image_i
                                   environment={"STAGECRAFT_QUIET": "1"})
     spec_file = ""
     try:
-        container.start()
+        containers.start(container)
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump({**expectations(matrix, spec, ref, image_id, platform), "sbom": str(sbom),
                        "locked": lockfile.lock_path(matrix).is_file(),

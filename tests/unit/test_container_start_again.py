@@ -1,0 +1,94 @@
+"""``containers.start`` past runc's failure to start a container's first process: the
+engine is a stand-in at the lowest level, an HTTP server on a Unix socket answering
+``POST /containers/<id>/start`` as Docker does when runc's handshake with the process it
+starts fails (HTTP 500 with the runtime's words; the fault suite, issue 24, seed
+20261404), then starting it."""
+
+from __future__ import annotations
+
+import json
+
+import docker
+import pytest
+
+from stagecraft import containers, suitecases
+from stagecraft.retry import RetryPolicy
+from tests.unit.socket_engine import Docker26, serving
+
+CID = "c0ffee" * 10 + "abcd"
+# What Docker 28 answered the fault suite (its words after "wai" as runc writes them).
+HANDSHAKE = ("failed to create task for container: failed to create shim task: OCI runtime create "
+             "failed: runc create failed: unable to start container process: waiting for init "
+             "preliminary setup: read init-p: connection reset by peer: unknown")
+# The image lacks the command: the image's failure, never started again.
+NO_COMMAND = ("failed to create task for container: failed to create shim task: OCI runtime create "
+              "failed: runc create failed: unable to start container process: exec: \"sleep\": "
+              "executable file not found in $PATH: unknown")
+NOW = RetryPolicy(attempts=3, base_s=0)
+
+
+class _Engine(Docker26):
+    errors: list[str] = []  # the answer to each start, in order ("": it starts)
+    starts = 0
+
+    def answer_get(self) -> bool:
+        if self.path.endswith(f"/containers/{CID}/json"):
+            self.send(200, json.dumps({"Id": CID, "Name": "/box", "State": {"Status": "created"}}).encode())
+            return True
+        return False
+
+    def do_POST(self) -> None:
+        if not self.path.endswith(f"/containers/{CID}/start"):
+            return self.send(404, json.dumps({"message": "no such route"}).encode())
+        n = type(self).starts
+        type(self).starts += 1
+        error = self.errors[n] if n < len(self.errors) else ""
+        if error:
+            return self.send(500, json.dumps({"message": error}).encode())
+        self.send_response(204)
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+
+@pytest.fixture
+def box(tmp_path, monkeypatch):
+    _Engine.starts = 0
+    with serving(_Engine, tmp_path, monkeypatch):
+        client = docker.from_env()
+        try:
+            yield client.containers.get(CID)
+        finally:
+            client.close()
+
+
+def test_runcs_handshake_words_are_the_engines_not_the_images():
+    assert suitecases.runtime_refused(HANDSHAKE)
+    assert not suitecases.runtime_refused(NO_COMMAND)
+    assert not suitecases.runtime_refused("Conflict. The container name is already in use")
+
+
+def test_a_start_runc_could_not_make_is_made_again(box):
+    _Engine.errors = [HANDSHAKE, HANDSHAKE]
+    containers.start(box, NOW)
+    assert _Engine.starts == 3
+
+
+def test_three_refusals_raise_the_engines_answer(box):
+    _Engine.errors = [HANDSHAKE] * 3
+    with pytest.raises(docker.errors.APIError, match="waiting for init preliminary setup"):
+        containers.start(box, NOW)
+    assert _Engine.starts == 3
+
+
+@pytest.mark.parametrize("words", [NO_COMMAND, "driver failed programming external connectivity"])
+def test_another_refusal_is_raised_at_once(box, words):
+    _Engine.errors = [words, ""]
+    with pytest.raises(docker.errors.APIError):
+        containers.start(box, NOW)
+    assert _Engine.starts == 1
+
+
+def test_the_default_policy_waits_between_tries():
+    assert containers.START_AGAIN.attempts == 3
+    assert containers.START_AGAIN.delays() == [1.0, 2.0]
