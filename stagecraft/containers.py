@@ -122,22 +122,22 @@ def create(client: Any, ref: str, purpose: str, *, tag: str = "", sweep_first: b
         lambda: client.containers.create(ref, labels=labels(purpose, tag), **kwargs))
 
 
-def start(box: Any, policy: RetryPolicy = START_AGAIN) -> None:
+def start(box: Any, policy: RetryPolicy | None = None) -> None:
     """``box.start()`` (a created container), made again where the engine answered that
-    the runtime could not start its first process for a reason other than the image's
-    command (``suitecases.runtime_refused``: runc's handshake with the process it
-    starts, "runc create failed: unable to start container process: waiting for init
-    preliminary setup: ..."; the fault suite, issue 24, seed 20261404). Nothing of the
-    image ran, and the engine leaves such a container created, so starting it again is
-    safe. Raises ``docker.errors.APIError`` as the engine answered: at once for any other
-    refusal, with runc's words after ``policy.attempts`` tries; ``KeyboardInterrupt``
-    (a stop asked for) at once."""
+    runc's handshake with the container's first process failed
+    (``suitecases.runtime_refused``: "runc create failed: unable to start container
+    process: waiting for init preliminary setup: ..."; the fault suite, issue 24, seed
+    20261404). Nothing of the image ran, and the engine leaves such a container created
+    (moby's ``containerStart`` cleans up after a failed start), so starting it again is
+    safe. ``policy``: the tries (default ``START_AGAIN``). Raises
+    ``docker.errors.APIError`` as the engine answered: at once for any other refusal, with
+    runc's words after the last try; ``KeyboardInterrupt`` (a stop asked for) at once."""
     import docker.errors
 
     def refused(exc: BaseException) -> bool:
         return isinstance(exc, docker.errors.APIError) and suitecases.runtime_refused(str(exc))
 
-    retry.call(box.start, policy, refused)
+    retry.call(box.start, policy or START_AGAIN, refused)
 
 
 def run_once(client: Any, ref: str, argv: list[str], purpose: str, *, name: str = "",

@@ -11,9 +11,9 @@ after the engine's container was killed and started again (issue 24, seeds 20261
 and 20261390). Such a failure says nothing about the image. Where the image's own
 command cannot be executed, the runtime names it, quoted (``exec: "/bin/sh": ...``) or
 not (``exec /bin/sh: exec format error``): that is the image's failure and stays one.
-A container's first process fails the same way, "OCI runtime create failed: runc create
-failed: unable to start container process: waiting for init preliminary setup: ..."
-(a suite's own ``docker run``, or the test container's start: ``containers.start``).
+A container's first process can fail the same way, "OCI runtime create failed: runc
+create failed: unable to start container process: waiting for init preliminary setup:
+..." (a suite's own ``docker run``, or the test container's start: ``containers.start``).
 
 A check that failed because the engine refused its command may fail with its own words
 (an assertion on the command's output, which was the runtime's error), so one failure
@@ -34,10 +34,13 @@ MAX_REPORT = 16 * 1024 * 1024
 # A failure's message is kept to this many characters (whitespace collapsed).
 MAX_MESSAGE = 2000
 
-# runc's words for a process it could not start: ``exec`` in a running container (a
-# check's command), ``create`` for a container's first process (``docker run`` in a suite,
-# or the test container's own start: ``containers.start``).
-_ENGINE_RUNTIME = re.compile(r"OCI runtime (?:exec|create|start) failed")
+# runc's words for a process it could not start: any ``exec`` in a running container (a
+# check's command) but the image's own (``_IMAGE_EXEC``); for a container's first process
+# (``docker run`` in a suite, the test container's own start: ``containers.start``) only
+# runc's handshake with it (its ``initWaiter``), since most create refusals are the
+# image's: a directory at /etc/resolv.conf, a working directory the user cannot enter.
+_ENGINE_RUNTIME = re.compile(r"OCI runtime exec failed"
+                             r"|OCI runtime create failed:.{0,300}?waiting for init preliminary setup")
 # The runtime could not execute the image's own command: the image's failure. runc names
 # it quoted when the lookup failed (``exec: "dpkg-query": executable file not found in
 # $PATH``) and unquoted when execve did (``exec /bin/sh: exec format error``, ``exec
@@ -89,11 +92,12 @@ def engine_failed(case: FailedCase) -> bool:
 
 def runtime_refused(text: str) -> bool:
     """Whether ``text`` (a check's failure, an engine's answer) says the runtime could not
-    start a process (``OCI runtime exec|create|start failed``) for a reason that is not
-    the image's own command (module docstring): a container's first process too, where
-    runc reports its handshake with the process it starts the same way ("runc create
-    failed: unable to start container process: waiting for init preliminary setup: ...",
-    libcontainer/process_linux.go; met by the fault suite, issue 24, seed 20261404). Such a
-    start may be made again: nothing of the image ran."""
+    start a process for a reason that is not the image's (module docstring): "OCI runtime
+    exec failed" but for the image's own command, or "OCI runtime create failed" where
+    runc's handshake with the container's first process failed ("runc create failed:
+    unable to start container process: waiting for init preliminary setup: ...",
+    libcontainer/process_linux.go; met by the fault suite, issue 24, seed 20261404). Any
+    other create refusal (a mount, the working directory, a device) stays the image's or
+    the caller's. Such a start may be made again: nothing of the image ran."""
     found = _ENGINE_RUNTIME.search(text)
     return bool(found) and not _IMAGE_EXEC.search(text, found.end())

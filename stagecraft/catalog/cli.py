@@ -39,7 +39,7 @@ def check_output(out: Path) -> None:
     if out.is_symlink():
         raise InputError.one(where, "is a symbolic link", "pass the directory itself (a link is never replaced)")
     if out.exists() and not out.is_dir():
-        raise InputError.one(where, "exists and is not a directory", "pass a new or empty directory (it is never replaced)")
+        raise InputError.one(where, "exists and is not a directory", "pass a new or empty directory, or an earlier catalog (a file is never replaced)")
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
         raise InputError.one(where, "is a directory with files that no earlier catalog wrote",
                              "pass a new or empty directory, or an earlier catalog's")

@@ -48,13 +48,13 @@ def choose_platforms(ctx: RunContext, chosen: list[ImageSpec]) -> Wanted:
     return out
 
 
-def fit_engine(engine: Any, wanted: Wanted, explicit: bool) -> Wanted:
+def fit_engine(engine: Any, wanted: Wanted, explicit: bool, emulation: bool = True) -> Wanted:
     """The platforms to build per tag on this engine. Where the engine cannot hold several
     platforms under one tag (Docker without the containerd image store, e.g. Debian's
     20.10) and ``--platform`` was not given, a multi-platform tag is built for the host's
     platform only, said in one line; asked for explicitly, that is bad input (exit 2)
     before anything is built. Raises ``InputError`` too when a platform needs emulation
-    that is not set up."""
+    that is not set up (unless ``emulation`` is false: ``plan``, which builds nothing)."""
     several = {tag: ps for tag, ps in wanted.items() if len(ps) > 1}
     if several:
         why = engine.multi_platform()
@@ -73,7 +73,7 @@ def fit_engine(engine: Any, wanted: Wanted, explicit: bool) -> Wanted:
                 say(f"note: {why}: building {tag} for {one} only (its matrix platforms: "
                     f"{', '.join(ps)}; all of them need an engine with the containerd image "
                     "store and buildx)")
-    for p in sorted({p for ps in wanted.values() for p in ps}):
+    for p in sorted({p for ps in wanted.values() for p in ps} if emulation else ()):
         why = platforms.emulation(p)
         if why:
             raise InputError.one(f"--platform {p}", why,

@@ -27,7 +27,7 @@ def prune_unused(ctx: RunContext) -> int:
     removed; raises ``InputError`` for a bad ``--keep`` or ``--cache``."""
     opts = ctx.opts
     if opts.keep < 0:
-        raise InputError.one(f"--keep {opts.keep}", "must be 0 or more", "pass --keep 1 or more")
+        raise InputError.one(f"--keep {opts.keep}", "must be 0 or more", "pass --keep 0 or more")
     local = cache.parse(opts.cache, "--cache") if opts.cache else None
     if local is not None and local.kind != "local":
         raise InputError.one(f"--cache {clip(opts.cache or '')}", "prune takes a local cache directory",

@@ -15,7 +15,7 @@ from ..plan import full_dockerfile, up_to_stage
 from ..platforms import host_platform
 from .context import RunContext
 from .output import emit_json, say, write_output
-from .planning import base_for, base_source, choose_platforms, plan_for
+from .planning import base_for, base_source, choose_platforms, fit_engine, plan_for
 
 
 def list_tags(ctx: RunContext) -> int:
@@ -67,11 +67,16 @@ def plan(ctx: RunContext) -> int:
 
 def show_plan(ctx: RunContext, chosen: list[ImageSpec]) -> int:
     """Each base and stage of ``chosen``'s plan (up to ``--stage``), built or to build
-    on the engine; ``--json``: bases, stages and images as one document."""
-    the_plan = plan_for(ctx, chosen)
+    on the engine: the platforms a build here would make (``fit_engine``: on an engine
+    that holds one platform per tag, the host's, with the same note as the build; the
+    emulation a build needs is checked for ``build --dry-run`` only); ``--json``: bases,
+    stages and images as one document."""
+    engine = ctx.engine
+    wanted = fit_engine(engine, choose_platforms(ctx, chosen), bool(ctx.opts.platform),
+                        emulation=ctx.opts.dry_run)
+    the_plan = plan_for(ctx, chosen, wanted)
     if ctx.opts.stage:
         the_plan = up_to_stage(the_plan, ctx.opts.stage)
-    engine = ctx.engine
     rows = []
     for key, node in the_plan.nodes.items():
         built = engine.image_id(node.image_ref) is not None

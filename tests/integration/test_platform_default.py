@@ -42,3 +42,15 @@ def test_the_default_builds_the_host_platform_and_says_so(one_platform_engine):
     report = json.loads(proc.stdout)
     image = next(i for i in report["images"] if i["tag"] == MULTI.tag)
     assert list(image["platforms"]) == [host_platform()], image
+
+
+@pytest.mark.parametrize("command", [["--dry-run"], ["plan"]])
+def test_the_plan_shows_what_the_build_here_makes(one_platform_engine, command):
+    """``--dry-run`` is the build's plan: the host's platform, with the build's note."""
+    argv = ["plan", "--tag", MULTI.tag, "--json"] if command == ["plan"] else ["--tag", MULTI.tag, "--dry-run", "--json"]
+    proc = run_cli(*argv, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert any(ln.startswith("note:") and f"for {host_platform()} only" in ln for ln in proc.stderr.splitlines())
+    plan = json.loads(proc.stdout)
+    assert {s["platform"] for s in plan["stages"]} == {host_platform()}, plan["stages"]
+    assert {b["platform"] for b in plan["bases"]} == {host_platform()}, plan["bases"]

@@ -110,3 +110,44 @@ def test_the_host_parameter_goes_first_among_others_too(tmp_path):
     junit = _report(tmp_path, "import pytest\n@pytest.mark.parametrize('host', ['docker://0123456789abcdef-python3'])\n"
                               "def test_cmd(host):\n    assert False\n")
     assert [c.test for c in failed_cases(junit)] == ["test_suite::test_cmd[python3]"]
+
+
+# What docker-py raised in a suite's own ``client.containers.run`` when runc's handshake
+# with the container's first process failed (Docker 28's wording, the fault suite's seed
+# 20261404; and Docker 20.10's chain of "caused:").
+CREATE_ENGINE = ("docker.errors.APIError: 500 Server Error for http+docker://localhost/v1.45/containers/"
+                 "abc/start: Internal Server Error (\"failed to create task for container: failed to "
+                 "create shim task: OCI runtime create failed: runc create failed: unable to start "
+                 "container process: waiting for init preliminary setup: read init-p: connection reset "
+                 "by peer: unknown\")")
+CREATE_ENGINE_2010 = ("OCI runtime create failed: container_linux.go:380: starting container process "
+                      "caused: process_linux.go:722: waiting for init preliminary setup caused: read "
+                      "init-p: connection reset by peer: unknown")
+# Create refusals an image causes (runc's words): never the engine's.
+CREATE_IMAGE = [
+    'OCI runtime create failed: runc create failed: unable to start container process: error during '
+    'container init: error mounting "/var/lib/docker/containers/abc/resolv.conf" to rootfs at '
+    '"/etc/resolv.conf": mount /proc/self/fd/7:/etc/resolv.conf (via /proc/self/fd/9), flags: 0x5021: '
+    'not a directory: unknown',
+    'OCI runtime create failed: runc create failed: unable to start container process: error during '
+    'container init: error mounting "proc" to rootfs at "/proc": must be mounted on ordinary '
+    'directory: unknown',
+    'OCI runtime create failed: container_linux.go:380: starting container process caused: '
+    'chdir to cwd ("/workspace") set in config.json failed: permission denied: unknown',
+    'OCI runtime create failed: runc create failed: unable to start container process: exec: '
+    '"python3": executable file not found in $PATH: unknown',
+]
+
+
+@pytest.mark.parametrize("said", [CREATE_ENGINE, CREATE_ENGINE_2010])
+def test_a_suites_container_runc_could_not_start_is_the_engines(tmp_path, said):
+    junit = _report(tmp_path, f"def test_any_uid():\n    raise RuntimeError({said!r})\n")
+    [case] = failed_cases(junit)
+    assert engine_failed(case), case
+
+
+@pytest.mark.parametrize("said", CREATE_IMAGE)
+def test_a_create_refusal_the_image_causes_is_the_images(tmp_path, said):
+    junit = _report(tmp_path, f"def test_any_uid():\n    raise RuntimeError({said!r})\n")
+    [case] = failed_cases(junit)
+    assert not engine_failed(case), case
