@@ -37,15 +37,17 @@ MAX_MESSAGE = 2000
 # runc's words for a process it could not start: any ``exec`` in a running container (a
 # check's command) but the image's own (``_IMAGE_EXEC``); for a container's first process
 # (``docker run`` in a suite, the test container's own start: ``containers.start``) only
-# runc's handshake with it (its ``initWaiter``), since most create refusals are the
-# image's: a directory at /etc/resolv.conf, a working directory the user cannot enter.
-_ENGINE_RUNTIME = re.compile(r"OCI runtime exec failed"
-                             r"|OCI runtime create failed:.{0,300}?waiting for init preliminary setup")
+# runc's handshake with it, since most create refusals are the image's: a directory at
+# /etc/resolv.conf, a working directory the user cannot enter. runc 1.1 words the
+# handshake's failure "waiting for init preliminary setup" (its ``initWaiter``); 1.2 and
+# later, which removed it, "can't get final child's PID from pipe".
+_ENGINE_RUNTIME = re.compile(r"OCI runtime exec failed|OCI runtime create failed:.{0,300}?"
+                             r"(?:waiting for init preliminary setup|can't get final child's PID from pipe)")
 # The runtime could not execute the image's own command: the image's failure. runc names
 # it quoted when the lookup failed (``exec: "dpkg-query": executable file not found in
 # $PATH``) and unquoted when execve did (``exec /bin/sh: exec format error``, ``exec
 # /bin/sh: no such file or directory`` for a missing loader, ``... permission denied``).
-_IMAGE_EXEC = re.compile(r"""exec: \\*["']|exec /\S*: """)
+_IMAGE_EXEC = re.compile(r"""exec: \\*["']|exec \.{0,2}/\S*: """)
 # testinfra's host parameter in a test id: ``test_x[docker://<container id>]``, or first
 # among others (``[docker://<id>-python3]``).
 _HOST_PARAM = re.compile(r"docker://[0-9a-f]{12,64}-?")
@@ -95,8 +97,9 @@ def runtime_refused(text: str) -> bool:
     start a process for a reason that is not the image's (module docstring): "OCI runtime
     exec failed" but for the image's own command, or "OCI runtime create failed" where
     runc's handshake with the container's first process failed ("runc create failed:
-    unable to start container process: waiting for init preliminary setup: ...",
-    libcontainer/process_linux.go; met by the fault suite, issue 24, seed 20261404). Any
+    unable to start container process: waiting for init preliminary setup: ..." from runc
+    1.1, libcontainer/process_linux.go, met by the fault suite on Docker 26.1.5, issue 24,
+    seed 20261404; "... can't get final child's PID from pipe: EOF" from runc 1.2). Any
     other create refusal (a mount, the working directory, a device) stays the image's or
     the caller's. Such a start may be made again: nothing of the image ran."""
     found = _ENGINE_RUNTIME.search(text)

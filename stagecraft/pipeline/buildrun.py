@@ -161,7 +161,9 @@ def prepare(ctx: RunContext, given: BuildInput) -> tuple[list[ImageSpec], dict[s
 def build_stages(ctx: RunContext, chosen: list[ImageSpec], bundle: CABundle | None) -> int:
     """``build --stage STAGE``: the chosen tags' chains up to STAGE, no tag moved; stage
     images on stdout (``--json``: the build report)."""
-    plan = up_to_stage(plan_for(ctx, chosen), ctx.opts.stage or "")
+    wanted = choose_platforms(ctx, chosen)
+    plan = up_to_stage(plan_for(ctx, chosen, wanted), ctx.opts.stage or "")  # the input first
+    fit_engine(ctx.engine, wanted, bool(ctx.opts.platform), whole_images=False)  # emulation
     check_wheels(ctx, plan, bundle, stages_of=chosen)
     say(f"stagecraft: {len(plan.nodes)} stage(s) up to {ctx.opts.stage} for "
         f"{', '.join(s.tag for s in chosen)}")

@@ -48,22 +48,24 @@ def choose_platforms(ctx: RunContext, chosen: list[ImageSpec]) -> Wanted:
     return out
 
 
-def fit_engine(engine: Any, wanted: Wanted, explicit: bool, emulation: bool = True) -> Wanted:
+def fit_engine(engine: Any, wanted: Wanted, explicit: bool, whole_images: bool = True) -> Wanted:
     """The platforms to build per tag on this engine. Where the engine cannot hold several
     platforms under one tag (Docker without the containerd image store, e.g. Debian's
     20.10) and ``--platform`` was not given, a multi-platform tag is built for the host's
     platform only, said in one line; asked for explicitly, that is bad input (exit 2)
-    before anything is built. Raises ``InputError`` too when a platform needs emulation
-    that is not set up (unless ``emulation`` is false: ``plan``, which builds nothing)."""
-    several = {tag: ps for tag, ps in wanted.items() if len(ps) > 1}
+    before anything is built. ``whole_images`` false (``--stage``: stage images, no tag
+    holds two platforms) keeps every platform. Raises ``InputError`` too when a platform
+    needs emulation that is not set up."""
+    several = {tag: ps for tag, ps in wanted.items() if len(ps) > 1} if whole_images else {}
     if several:
         why = engine.multi_platform()
         if why and explicit:
-            tag, ps = next(iter(several.items()))
-            raise InputError.one(f"--tag {tag}", f"{why}: it cannot build {', '.join(ps)} "
-                                 "under one tag", f"pass --platform {platforms.host_platform()} "
-                                 "for one platform, or use an engine with the containerd image "
-                                 "store and buildx (Docker 24+)")
+            asked = sorted({p for ps in several.values() for p in ps})
+            raise InputError.one(f"--platform {','.join(asked)}",
+                                 f"{why}: it cannot build {', '.join(asked)} under one tag "
+                                 f"({', '.join(several)})", f"pass --platform "
+                                 f"{platforms.host_platform()} for one platform, or use an engine "
+                                 "with the containerd image store and buildx (Docker 24+)")
         if why:
             host = platforms.host_platform()
             wanted = dict(wanted)
@@ -73,7 +75,7 @@ def fit_engine(engine: Any, wanted: Wanted, explicit: bool, emulation: bool = Tr
                 say(f"note: {why}: building {tag} for {one} only (its matrix platforms: "
                     f"{', '.join(ps)}; all of them need an engine with the containerd image "
                     "store and buildx)")
-    for p in sorted({p for ps in wanted.values() for p in ps} if emulation else ()):
+    for p in sorted({p for ps in wanted.values() for p in ps}):
         why = platforms.emulation(p)
         if why:
             raise InputError.one(f"--platform {p}", why,

@@ -11,11 +11,11 @@ from .. import probecmd, sourceinfo
 from ..catalog import cli as catalog_cli
 from ..errors import EXIT_FAILED, EXIT_OK, InputError
 from ..expand import ImageSpec
-from ..plan import full_dockerfile, up_to_stage
+from ..plan import Plan, full_dockerfile, up_to_stage
 from ..platforms import host_platform
 from .context import RunContext
 from .output import emit_json, say, write_output
-from .planning import base_for, base_source, choose_platforms, fit_engine, plan_for
+from .planning import Wanted, base_for, base_source, choose_platforms, fit_engine, plan_for
 
 
 def list_tags(ctx: RunContext) -> int:
@@ -67,16 +67,24 @@ def plan(ctx: RunContext) -> int:
 
 def show_plan(ctx: RunContext, chosen: list[ImageSpec]) -> int:
     """Each base and stage of ``chosen``'s plan (up to ``--stage``), built or to build
-    on the engine: the platforms a build here would make (``fit_engine``: on an engine
-    that holds one platform per tag, the host's, with the same note as the build; the
-    emulation a build needs is checked for ``build --dry-run`` only); ``--json``: bases,
-    stages and images as one document."""
+    on the engine; ``--json``: bases, stages and images as one document. ``plan`` shows
+    the platforms the matrix declares (``--platform`` narrows them); ``build --dry-run``
+    those the build would make on this engine, with its notes and checks (``fit_engine``:
+    the host's platform where the engine keeps one per tag, emulation set up). The input
+    is checked before the engine is asked anything."""
+    wanted = choose_platforms(ctx, chosen)
+    stage = ctx.opts.stage or ""
+
+    def planned(wanted: Wanted) -> Plan:
+        the_plan = plan_for(ctx, chosen, wanted)
+        return up_to_stage(the_plan, stage) if stage else the_plan
+
+    the_plan = planned(wanted)  # raises for a --stage some chain lacks
     engine = ctx.engine
-    wanted = fit_engine(engine, choose_platforms(ctx, chosen), bool(ctx.opts.platform),
-                        emulation=ctx.opts.dry_run)
-    the_plan = plan_for(ctx, chosen, wanted)
-    if ctx.opts.stage:
-        the_plan = up_to_stage(the_plan, ctx.opts.stage)
+    if ctx.opts.dry_run:
+        fitted = fit_engine(engine, wanted, bool(ctx.opts.platform), whole_images=not stage)
+        if fitted != wanted:
+            the_plan = planned(fitted)
     rows = []
     for key, node in the_plan.nodes.items():
         built = engine.image_id(node.image_ref) is not None

@@ -44,13 +44,25 @@ def test_the_default_builds_the_host_platform_and_says_so(one_platform_engine):
     assert list(image["platforms"]) == [host_platform()], image
 
 
-@pytest.mark.parametrize("command", [["--dry-run"], ["plan"]])
-def test_the_plan_shows_what_the_build_here_makes(one_platform_engine, command):
-    """``--dry-run`` is the build's plan: the host's platform, with the build's note."""
-    argv = ["plan", "--tag", MULTI.tag, "--json"] if command == ["plan"] else ["--tag", MULTI.tag, "--dry-run", "--json"]
-    proc = run_cli(*argv, timeout=300)
+def _plan(*argv: str) -> dict:
+    proc = run_cli(*argv, "--json", timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert any(ln.startswith("note:") and f"for {host_platform()} only" in ln for ln in proc.stderr.splitlines())
     plan = json.loads(proc.stdout)
+    plan["notes"] = [ln for ln in proc.stderr.splitlines() if ln.startswith("note:")]
+    return plan
+
+
+def test_dry_run_shows_what_the_build_here_makes(one_platform_engine):
+    """``--dry-run`` is the build's plan: the host's platform, with the build's note."""
+    plan = _plan("--tag", MULTI.tag, "--dry-run")
+    assert any(f"for {host_platform()} only" in ln for ln in plan["notes"]), plan["notes"]
     assert {s["platform"] for s in plan["stages"]} == {host_platform()}, plan["stages"]
     assert {b["platform"] for b in plan["bases"]} == {host_platform()}, plan["bases"]
+
+
+def test_plan_and_a_stage_dry_run_keep_the_matrix_platforms(one_platform_engine):
+    """``plan`` is the matrix's; ``--stage`` builds stage images (no tag holds two
+    platforms), every declared platform, as its dry run says."""
+    for plan in (_plan("plan", "--tag", MULTI.tag), _plan("--tag", MULTI.tag, "--dry-run", "--stage", "base")):
+        assert not plan["notes"], plan["notes"]
+        assert {s["platform"] for s in plan["stages"]} == set(MULTI.platforms), plan["stages"]

@@ -509,6 +509,11 @@ RUN_CASES = [
     ("huge-tag", {}, ["--tag", "x" * 10_000_000], "longer than 128 characters"),
     ("huge-repository", {}, ["--tag", "1.16.0-cpu", "--repository", "X" * 10_000_000],
      "not a valid repository name"),
+    # --dry-run's input before the engine: a stage no chain has, a platform not declared.
+    ("dry-run-no-such-stage", {}, ["--tag", "1.16.0-cpu", "--dry-run", "--stage", "nosuch"],
+     "--stage nosuch: 1.16.0-cpu has no stage 'nosuch'"),
+    ("dry-run-platform-not-declared", {}, ["--tag", "1.16.0-cpu", "--dry-run", "--platform", "linux/s390x"],
+     "--platform linux/s390x: 1.16.0-cpu is built for"),
 ]
 
 

@@ -18,7 +18,8 @@ from stagecraft.retry import RetryPolicy
 from tests.unit.socket_engine import Docker26, serving
 
 CID = "c0ffee" * 10 + "abcd"
-# What Docker 28 answered the fault suite (its words after "wai" as runc writes them).
+# What Docker 26.1.5 (runc 1.1.15) answered the fault suite, its words after "wai" as
+# runc 1.1 writes them; runc 1.2 and later word the same failure otherwise.
 HANDSHAKE = ("failed to create task for container: failed to create shim task: OCI runtime create "
              "failed: runc create failed: unable to start container process: waiting for init "
              "preliminary setup: read init-p: connection reset by peer: unknown")
@@ -26,6 +27,9 @@ HANDSHAKE = ("failed to create task for container: failed to create shim task: O
 NO_COMMAND = ("failed to create task for container: failed to create shim task: OCI runtime create "
               "failed: runc create failed: unable to start container process: exec: \"sleep\": "
               "executable file not found in $PATH: unknown")
+HANDSHAKE_12 = ("failed to create task for container: failed to create shim task: OCI runtime create "
+                "failed: runc create failed: unable to start container process: can't get final "
+                "child's PID from pipe: EOF: unknown")
 NOW = RetryPolicy(attempts=3, base_s=0)
 
 
@@ -100,8 +104,9 @@ def test_runcs_handshake_words_are_the_engines_not_the_images():
     assert not suitecases.runtime_refused("Conflict. The container name is already in use")
 
 
-def test_a_start_runc_could_not_make_is_made_again(box):
-    _Engine.errors = [HANDSHAKE, HANDSHAKE]
+@pytest.mark.parametrize("words", [HANDSHAKE, HANDSHAKE_12])
+def test_a_start_runc_could_not_make_is_made_again(box, words):
+    _Engine.errors = [words, words]
     containers.start(box, NOW)
     assert _Engine.starts == 3
 

@@ -101,7 +101,7 @@ def test_runc_naming_the_images_command_unquoted_is_the_images_failure():
     """runc's execve failures name the command unquoted: a missing loader, a binary of
     another architecture, a file without the execute bit are the image's."""
     for said in ("exec /bin/sh: exec format error", "exec /bin/sh: no such file or directory",
-                 "exec /usr/bin/python3: permission denied"):
+                 "exec /usr/bin/python3: permission denied", "exec ./run.sh: no such file or directory"):
         msg = f"AssertionError: OCI runtime exec failed: exec failed: unable to start container process: {said}: unknown"
         assert not engine_failed(FailedCase("t", msg)), said
 
@@ -113,8 +113,8 @@ def test_the_host_parameter_goes_first_among_others_too(tmp_path):
 
 
 # What docker-py raised in a suite's own ``client.containers.run`` when runc's handshake
-# with the container's first process failed (Docker 28's wording, the fault suite's seed
-# 20261404; and Docker 20.10's chain of "caused:").
+# with the container's first process failed (runc 1.1 under Docker 26, the fault suite's
+# seed 20261404; Docker 20.10's chain of "caused:"; runc 1.2's words).
 CREATE_ENGINE = ("docker.errors.APIError: 500 Server Error for http+docker://localhost/v1.45/containers/"
                  "abc/start: Internal Server Error (\"failed to create task for container: failed to "
                  "create shim task: OCI runtime create failed: runc create failed: unable to start "
@@ -139,7 +139,11 @@ CREATE_IMAGE = [
 ]
 
 
-@pytest.mark.parametrize("said", [CREATE_ENGINE, CREATE_ENGINE_2010])
+CREATE_ENGINE_12 = ("OCI runtime create failed: runc create failed: unable to start container process: "
+                    "can't get final child's PID from pipe: EOF: unknown")
+
+
+@pytest.mark.parametrize("said", [CREATE_ENGINE, CREATE_ENGINE_2010, CREATE_ENGINE_12])
 def test_a_suites_container_runc_could_not_start_is_the_engines(tmp_path, said):
     junit = _report(tmp_path, f"def test_any_uid():\n    raise RuntimeError({said!r})\n")
     [case] = failed_cases(junit)
