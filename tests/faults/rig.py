@@ -35,6 +35,7 @@ the containers and names a run made, never the engine's data.
 
 from __future__ import annotations
 
+import calendar
 import json
 import os
 import re
@@ -141,6 +142,35 @@ SIX = Project("six", "stagecraft-faults", 4 * 1024**3, 512 * 1024**2, "stagecraf
 REAL = Project("real", "stagecraft-faults-real", 12 * 1024**3, 3 * 1024**3, "stagecraft/paddle",
                {"2.6.2-cpu": "2.6.2"}, host_platform_only=True, run_timeout_s=2400)
 PROJECTS = {p.key: p for p in (SIX, REAL)}
+
+
+# containerd's client gives an import or a pull (``docker load``, a pull) a lease that
+# expires 24 h after it began (``containerd.io/gc.expire``); the operation deletes it as it
+# ends. An engine killed during one leaves it, and until it expires it keeps what the
+# load had written from containerd's garbage collector: the six project's runtime layer,
+# about 50 MB a lease. A day of trials aimed at loads (session 44: 59 such leases, 1 GB,
+# and the data root too full for the next calibration's apt) fills the 4 GiB data root.
+# ``tidy`` drops them below ``LOW_FREE_BYTES`` free; containerd collects at its start.
+LOW_FREE_BYTES = 1536 * 1024**2
+STALE_LEASE_S = 600
+_LEASE_LINE = re.compile(r"^(\S+)\s+(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?Z\s+(.*)$")
+
+
+def stale_leases(listing: str, now: float, older_than_s: float = STALE_LEASE_S) -> list[str]:
+    """The ids of the leases in ``listing`` (``ctr leases ls``: ID, CREATED AT in UTC,
+    LABELS) that expire on their own (``containerd.io/gc.expire``, what an interrupted
+    import or pull leaves) and began more than ``older_than_s`` seconds before ``now``
+    (Unix time): none of the trial about to start, none of BuildKit's (its cache
+    records' leases carry ``containerd.io/gc.flat``, and ``prune_builds`` removes them)."""
+    out = []
+    for line in listing.splitlines():
+        m = _LEASE_LINE.match(line.strip())
+        if not m or "containerd.io/gc.expire=" not in m.group(3):
+            continue
+        began = calendar.timegm(time.strptime(m.group(2), "%Y-%m-%dT%H:%M:%S"))
+        if now - began > older_than_s:
+            out.append(m.group(1))
+    return out
 
 
 def _sh(*argv: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -609,6 +639,30 @@ class Rig:
             return f"build.py prune exited {done.rc}: {done.last_line()[:200]}"
         self.client.images.prune(filters={"dangling": True})
         self.client.api.prune_builds(keep_storage=self.project.build_cache_bytes)
+        if shutil.disk_usage(self.data_disk()).free < LOW_FREE_BYTES:
+            return self.drop_stale_leases()
+        return ""
+
+    def drop_stale_leases(self) -> str:
+        """Delete the leases an interrupted import or pull left (``stale_leases``) and
+        restart the engine, whose containerd then collects what they held; said on
+        stderr. Returns "" or what failed (``tidy``'s answer)."""
+        env = "export CONTAINERD_ADDRESS=/run/docker/containerd/containerd.sock; "
+        listed = _sh("docker", "exec", self.project.name, "sh", "-c", env + "ctr -n moby leases ls",
+                     check=False, timeout=60)
+        ids = stale_leases(listed.stdout, time.time())
+        if listed.returncode != 0 or not ids:
+            return "" if listed.returncode == 0 else f"ctr leases ls exited {listed.returncode}"
+        done = _sh("docker", "exec", self.project.name, "sh", "-c",
+                   env + "ctr -n moby leases rm " + " ".join(ids), check=False, timeout=120)
+        if done.returncode != 0:
+            return f"ctr leases rm exited {done.returncode}: {done.stderr.strip()[-200:]}"
+        _sh("docker", "restart", "--time", "20", self.project.name, timeout=120)
+        self.restart_engine()
+        free = shutil.disk_usage(self.data_disk()).free
+        print(f"faults: the engine's data root was under {LOW_FREE_BYTES >> 20} MiB free: dropped "
+              f"{len(ids)} lease(s) of interrupted loads and restarted it ({free >> 20} MiB free now)",
+              file=sys.stderr, flush=True)
         return ""
 
     def images(self) -> set[str]:
