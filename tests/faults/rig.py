@@ -154,6 +154,8 @@ PROJECTS = {p.key: p for p in (SIX, REAL)}
 # 20261408's last trial met 77 MB free: its recovery's apt had no space); containerd
 # collects at the engine's start.
 LOW_FREE_BYTES = 1536 * 1024**2
+# The engine's containerd, inside its container (what ``ctr`` there is pointed at).
+CONTAINERD_SOCK = "/run/docker/containerd/containerd.sock"
 STALE_LEASE_S = 600
 _LEASE_LINE = re.compile(r"^(\S+)\s+(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?Z\s+(.*)$")
 
@@ -456,7 +458,7 @@ class Rig:
         leases it holds; read with ``ctr`` inside the engine's container (at most 30 s)."""
         hexd = digest.removeprefix("sha256:")
         blobs = "/var/lib/docker/containerd/daemon/io.containerd.content.v1.content/blobs/sha256"
-        script = ("export CONTAINERD_ADDRESS=/run/docker/containerd/containerd.sock; "
+        script = (f"export CONTAINERD_ADDRESS={CONTAINERD_SOCK}; "
                   f"echo listed: $(ctr -n moby content ls -q | grep -c {hexd}); "
                   f"ls -l {blobs}/{hexd} 2>&1 | tail -1; "
                   f"echo ingests: $(ctr -n moby content active | tail -n +2 | grep -c .); "
@@ -652,14 +654,13 @@ class Rig:
         """Delete the leases an interrupted import or pull left (``stale_leases``) and
         restart the engine, whose containerd then collects what they held; said on
         stderr. Returns "" or what failed (``tidy``'s answer)."""
-        env = "export CONTAINERD_ADDRESS=/run/docker/containerd/containerd.sock; "
-        listed = _sh("docker", "exec", self.project.name, "sh", "-c", env + "ctr -n moby leases ls",
-                     check=False, timeout=60)
+        ctr = ("docker", "exec", "-e", f"CONTAINERD_ADDRESS={CONTAINERD_SOCK}", self.project.name,
+               "ctr", "-n", "moby", "leases")
+        listed = _sh(*ctr, "ls", check=False, timeout=60)
         ids = stale_leases(listed.stdout, time.time())
         if listed.returncode != 0 or not ids:
             return "" if listed.returncode == 0 else f"ctr leases ls exited {listed.returncode}"
-        done = _sh("docker", "exec", self.project.name, "sh", "-c",
-                   env + "ctr -n moby leases rm " + " ".join(ids), check=False, timeout=120)
+        done = _sh(*ctr, "rm", *ids, check=False, timeout=120)  # argv: no shell reads an id
         if done.returncode != 0:
             return f"ctr leases rm exited {done.returncode}: {done.stderr.strip()[-200:]}"
         _sh("docker", "restart", "--time", "20", self.project.name, timeout=120)
